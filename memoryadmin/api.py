@@ -1,0 +1,65 @@
+"""Shared API plumbing: the exception handler and pagination."""
+
+from __future__ import annotations
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from .audit import audit_denial
+from .errors import DomainError, Forbidden
+
+
+def _flatten_drf_detail(detail):
+    if isinstance(detail, dict):
+        return {key: _flatten_drf_detail(value) for key, value in detail.items()}
+    if isinstance(detail, list):
+        return [_flatten_drf_detail(item) for item in detail]
+    return str(detail)
+
+
+def exception_handler(exc, context):
+    """One mapping from errors to JSON answers: `{"code", "detail", "errors"?}`."""
+    request = context.get("request")
+    if isinstance(exc, DomainError):
+        if isinstance(exc, Forbidden) and request is not None:
+            audit_denial(request=request, exc=exc)
+        return Response(exc.as_dict(), status=exc.status)
+    if isinstance(exc, RequestDataTooBig):
+        return Response({"code": "too_large", "detail": str(exc)}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    if isinstance(exc, Http404):
+        return Response({"code": "not_found", "detail": str(exc) or "Not found."}, status=404)
+    if isinstance(exc, exceptions.ValidationError):
+        errors = _flatten_drf_detail(exc.detail)
+        if isinstance(errors, list):
+            errors = {"non_field_errors": errors}
+        fields = ", ".join(errors) if isinstance(errors, dict) else ""
+        response = Response(
+            {"code": "invalid", "detail": f"Invalid input: {fields}." if fields else "Invalid input.", "errors": errors},
+            status=400,
+        )
+        return response
+    response = drf_exception_handler(exc, context)
+    if response is not None and isinstance(exc, exceptions.APIException):
+        detail = exc.detail if isinstance(exc.detail, str) else _flatten_drf_detail(exc.detail)
+        response.data = {"code": getattr(exc.detail, "code", None) or exc.default_code, "detail": detail}
+    return response
+
+
+class SeqCursorPagination(CursorPagination):
+    """Keyset pagination on seq: one query per page whatever the thread size."""
+
+    ordering = "seq"
+    page_size = 100
+    page_size_query_param = "limit"
+    max_page_size = 1000
+
+
+class UpdatedCursorPagination(CursorPagination):
+    ordering = ("-updated_at", "-id")
+    page_size = 50
+    page_size_query_param = "limit"
+    max_page_size = 500

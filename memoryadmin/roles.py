@@ -1,0 +1,69 @@
+"""Roles, decided in one place.
+
+member: own threads and items only. operator: reads everything (audit), writes
+nothing. admin: everything an operator can, plus the destructive actions
+(clear, release, purge, store deletes) and API key management.
+A Django superuser is an admin.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group
+
+Role = Literal["member", "operator", "admin"]
+ROLES: tuple[Role, ...] = ("member", "operator", "admin")
+
+_CACHE_ATTR = "_memoryadmin_role"
+
+
+def role_of(user: AbstractBaseUser | AnonymousUser | None) -> Role | None:
+    """The user's role, cached on the user object for the request."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return None
+    cached = getattr(user, _CACHE_ATTR, None)
+    if cached is not None:
+        return cached
+    if user.is_superuser:
+        role: Role = "admin"
+    else:
+        names = set(user.groups.values_list("name", flat=True))
+        role = "admin" if "admin" in names else "operator" if "operator" in names else "member"
+    setattr(user, _CACHE_ATTR, role)
+    return role
+
+
+def can_read_all(user) -> bool:
+    return role_of(user) in ("operator", "admin")
+
+
+def is_admin(user) -> bool:
+    return role_of(user) == "admin"
+
+
+def is_operator(user) -> bool:
+    return role_of(user) == "operator"
+
+
+def role_set(user, role: Role) -> None:
+    """Put the user in exactly one role group."""
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+    groups = {name: Group.objects.get_or_create(name=name)[0] for name in ROLES}
+    user.groups.remove(*[g for name, g in groups.items() if name != role])
+    user.groups.add(groups[role])
+    if hasattr(user, _CACHE_ATTR):
+        delattr(user, _CACHE_ATTR)
+
+
+def connect_signals() -> None:
+    from django.db.models.signals import post_migrate
+
+    def ensure_groups(sender, **kwargs):
+        if sender.name != "memoryadmin":
+            return
+        for name in ROLES:
+            Group.objects.get_or_create(name=name)
+
+    post_migrate.connect(ensure_groups, dispatch_uid="memoryadmin.ensure_role_groups")

@@ -1,0 +1,30 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+
+from . import views
+
+api_v1 = [
+    path("", include("sessions_app.api.urls")),
+    path("", include("store_app.api.urls")),
+    path("", include("graphs_app.api.urls")),
+]
+
+urlpatterns = [
+    path("healthz", views.healthz, name="healthz"),
+    path("metrics", views.metrics, name="metrics"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
+    path("django-admin/", admin.site.urls),
+    path("", include("sessions_app.urls")),
+    path("store/", include("store_app.urls")),
+    path("graphs/", include("graphs_app.urls")),
+]
+
+handler403 = "memoryadmin.errorviews.forbidden"
+handler404 = "memoryadmin.errorviews.not_found"
+handler500 = "memoryadmin.errorviews.server_error"

@@ -1,0 +1,68 @@
+"""Shapes of the thread endpoints. Rules are in services; these only describe JSON."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+
+class MessageSerializer(serializers.Serializer):
+    """A message: `role` and `content` at least; every other field is kept as posted."""
+
+    role = serializers.ChoiceField(choices=["user", "assistant", "system", "tool", "human", "ai"])
+    content = serializers.JSONField(help_text="A string or a list of content parts.")
+
+
+class AgentStateSaveSerializer(serializers.Serializer):
+    agent_code = serializers.CharField(max_length=64)
+    context = serializers.ListField(child=MessageSerializer())
+    extra_state = serializers.JSONField(required=False, allow_null=True)
+
+
+class SaveResultSerializer(serializers.Serializer):
+    thread_id = serializers.CharField()
+    mode = serializers.ChoiceField(choices=["append", "rewrite", "noop"])
+    appended = serializers.IntegerField()
+    archived = serializers.IntegerField()
+    active = serializers.IntegerField()
+    max_seq = serializers.IntegerField()
+
+
+class AgentStateSerializer(serializers.Serializer):
+    thread_id = serializers.CharField()
+    agent_code = serializers.CharField()
+    context = serializers.ListField(child=serializers.DictField())
+    extra_state = serializers.JSONField(allow_null=True)
+
+
+class BlockSerializer(serializers.Serializer):
+    seq = serializers.IntegerField()
+    agent_code = serializers.CharField()
+    role = serializers.CharField()
+    content = serializers.CharField()
+    block_type = serializers.CharField()
+    archived = serializers.BooleanField()
+    message = serializers.DictField()
+    created_at = serializers.DateTimeField()
+
+
+class ThreadSummarySerializer(serializers.Serializer):
+    thread_id = serializers.CharField()
+    owner = serializers.CharField(source="owner.username")
+    agent_code = serializers.CharField()
+    title = serializers.CharField()
+    active_blocks = serializers.IntegerField(source="active_count")
+    archived_blocks = serializers.IntegerField(source="archived_count")
+    metadata = serializers.DictField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class ThreadDetailSerializer(ThreadSummarySerializer):
+    status = serializers.CharField()
+    values = serializers.JSONField()
+    checkpoints = serializers.IntegerField()
+
+
+class ClearResultSerializer(serializers.Serializer):
+    archived = serializers.IntegerField()
+    active = serializers.IntegerField()

@@ -1,0 +1,11 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("threads", views.ThreadListView.as_view(), name="api-thread-list"),
+    path("threads/<str:thread_id>", views.ThreadDetailView.as_view(), name="api-thread-detail"),
+    path("threads/<str:thread_id>/agent-state", views.AgentStateView.as_view(), name="api-agent-state"),
+    path("threads/<str:thread_id>/messages", views.ThreadMessagesView.as_view(), name="api-thread-messages"),
+    path("threads/<str:thread_id>/clear", views.ThreadClearView.as_view(), name="api-thread-clear"),
+]

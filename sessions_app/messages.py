@@ -1,0 +1,136 @@
+"""Messages as agents post them: validation, canonical form and the hash chain.
+
+Pure functions, no database: the services call them before they open a transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+ROLE_ALIASES = {
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "system": "system",
+    "tool": "tool",
+}
+SUMMARY_NAMES = {"__compaction_summary__", "compaction_summary"}
+BLOCK_TYPE_MAX = 32
+
+
+@dataclass(frozen=True)
+class ParsedMessage:
+    role: str
+    content: str
+    block_type: str
+    message: dict[str, Any]
+
+
+def content_text(content: Any) -> str:
+    """The displayable text of a message's content (a string or a list of parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for part in content:
+        if isinstance(part, str):
+            parts.append(part)
+        elif isinstance(part, dict):
+            text = part.get("text")
+            if isinstance(text, str):
+                parts.append(text)
+    return "\n".join(parts)
+
+
+def _block_type(role: str, message: dict[str, Any]) -> str:
+    explicit = message.get("block_type")
+    if isinstance(explicit, str) and explicit.strip():
+        return explicit.strip()[:BLOCK_TYPE_MAX]
+    if message.get("name") in SUMMARY_NAMES:
+        return "summary"
+    if role == "assistant" and message.get("tool_calls"):
+        return "tool_call"
+    if role == "tool":
+        return "tool_result"
+    return "message"
+
+
+def parse_message(message: Any, where: str) -> tuple[ParsedMessage | None, dict[str, list[str]]]:
+    """Validate one posted message; return it parsed, or the field errors naming `where`."""
+    if not isinstance(message, dict):
+        return None, {where: ["must be a JSON object with at least 'role' and 'content'."]}
+    errors: dict[str, list[str]] = {}
+    role = message.get("role")
+    if role is None:
+        errors[f"{where}.role"] = ["is required."]
+    elif not isinstance(role, str) or role not in ROLE_ALIASES:
+        errors[f"{where}.role"] = [
+            f"unknown role {str(role)[:40]!r}; expected one of user, assistant, system, tool (or human, ai)."
+        ]
+    content = message.get("content")
+    if "content" not in message and not message.get("tool_calls"):
+        errors[f"{where}.content"] = ["is required (a string or a list of content parts)."]
+    elif content is not None and not isinstance(content, str | list):
+        errors[f"{where}.content"] = ["must be a string or a list of content parts."]
+    elif isinstance(content, list) and not all(isinstance(part, str | dict) for part in content):
+        errors[f"{where}.content"] = ["content parts must be strings or objects."]
+    if "block_type" in message and not isinstance(message["block_type"], str):
+        errors[f"{where}.block_type"] = ["must be a string."]
+    if errors:
+        return None, errors
+    normalized = ROLE_ALIASES[role]
+    return (
+        ParsedMessage(
+            role=normalized,
+            content=content_text(content),
+            block_type=_block_type(normalized, message),
+            message=message,
+        ),
+        {},
+    )
+
+
+def canonical(value: Any) -> bytes:
+    """Canonical JSON: sorted keys, no spaces, UTF-8. Raises TypeError on what JSON cannot hold."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError as exc:
+        raise TypeError(str(exc)) from exc
+
+
+class ContextHasher:
+    """The hash chain of a context.
+
+    The chain is a running SHA-256 over the canonical JSON of the context list,
+    read message by message: the digest after message i commits to messages
+    0..i. Its value after the first k messages is therefore the hash of the
+    canonical list serialisation of `context[:k]` without its closing bracket,
+    which the C serialiser produces in one pass; so checking that a posted
+    context still starts with what is stored costs one serialisation, not a
+    database read and not a Python loop per message.
+    """
+
+    def __init__(self, context: list[dict[str, Any]]):
+        self.context = context
+
+    def prefix_state(self, k: int) -> "hashlib._Hash":
+        head = canonical(self.context[:k])[:-1]  # drop the closing ']'
+        return hashlib.sha256(head)
+
+    def prefix_digest(self, k: int) -> str:
+        return self.prefix_state(k).hexdigest()
+
+    def digests_from(self, start: int) -> list[str]:
+        """The chain digests for messages start..end, continuing from the prefix."""
+        state = self.prefix_state(start)
+        digests: list[str] = []
+        for index in range(start, len(self.context)):
+            state.update((b"," if index else b"") + canonical(self.context[index]))
+            digests.append(state.copy().hexdigest())
+        return digests

@@ -1,0 +1,161 @@
+"""Reads of threads and blocks. Each takes the acting user: ownership is decided here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from django.db.models import Q, QuerySet
+
+from memoryadmin import roles
+from memoryadmin.errors import Forbidden, InvalidInput, NotFound
+
+from .models import THREAD_ID_RE, Block, Thread
+
+ArchivedFilter = Literal["false", "true", "all"]
+LISTED_ROLES = ("user", "assistant")
+
+
+def thread_id_validate(thread_id: Any) -> str:
+    if not isinstance(thread_id, str) or not THREAD_ID_RE.match(thread_id):
+        raise InvalidInput(
+            "thread_id must be 1 to 64 characters of A-Z a-z 0-9 _ . : @ $ -",
+            fields={"thread_id": ["must be 1 to 64 characters of A-Z a-z 0-9 _ . : @ $ -"]},
+        )
+    return thread_id
+
+
+def _thread_get(thread_id: str, *, lock: bool = False) -> Thread:
+    thread_id_validate(thread_id)
+    qs = Thread.objects.select_related("owner")
+    if lock:
+        qs = qs.select_for_update(of=("self",))
+    thread = qs.filter(thread_id=thread_id).first()
+    if thread is None:
+        raise NotFound(f"Thread {thread_id!r} does not exist.")
+    return thread
+
+
+def _deny(thread: Thread, action: str, message: str) -> Forbidden:
+    return Forbidden(message, target=f"thread:{thread.thread_id}", action=action)
+
+
+def thread_get_for_read(*, actor, thread_id: str) -> Thread:
+    """The thread if the actor owns it or reads everything (operator, admin); else 403."""
+    thread = _thread_get(thread_id)
+    if thread.owner_id != actor.pk and not roles.can_read_all(actor):
+        raise _deny(thread, "thread.read", "This thread belongs to another user.")
+    return thread
+
+
+def thread_get_for_admin(*, actor, thread_id: str, action: str, lock: bool = False) -> Thread:
+    """The thread for an admin-only action (clear, release, purge)."""
+    thread = _thread_get(thread_id, lock=lock)
+    if not roles.is_admin(actor):
+        raise _deny(thread, action, "Only an admin may do this.")
+    return thread
+
+
+def thread_may_delete(*, actor, thread: Thread) -> bool:
+    """The owner (unless an operator, who writes nothing) or an admin."""
+    if roles.is_admin(actor):
+        return True
+    return thread.owner_id == actor.pk and not roles.is_operator(actor)
+
+
+def thread_get_for_owner_or_admin(*, actor, thread_id: str, action: str, lock: bool = False) -> Thread:
+    thread = _thread_get(thread_id, lock=lock)
+    if not thread_may_delete(actor=actor, thread=thread):
+        raise _deny(thread, action, "Only the thread's owner or an admin may do this.")
+    return thread
+
+
+def thread_list(
+    *, actor, q: str = "", agent_code: str = "", owner: str = ""
+) -> QuerySet[Thread]:
+    """Threads the actor may see, newest activity first, filtered."""
+    qs = Thread.objects.visible_to(actor).select_related("owner")
+    q = q.strip()
+    if q:
+        qs = qs.filter(Q(title__icontains=q) | Q(thread_id__icontains=q) | Q(agent_code__icontains=q))
+    if agent_code:
+        qs = qs.filter(agent_code=agent_code)
+    if owner and roles.can_read_all(actor):
+        qs = qs.filter(owner__username=owner)
+    return qs.order_by("-updated_at", "-id")
+
+
+def thread_agent_codes(*, actor) -> list[str]:
+    return list(
+        Thread.objects.visible_to(actor).exclude(agent_code="").order_by("agent_code")
+        .values_list("agent_code", flat=True).distinct()[:200]
+    )
+
+
+@dataclass(frozen=True)
+class AgentState:
+    thread: Thread
+    context: list[dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "thread_id": self.thread.thread_id,
+            "agent_code": self.thread.agent_code,
+            "context": self.context,
+            "extra_state": self.thread.extra_state,
+        }
+
+
+def thread_agent_state(*, actor, thread_id: str) -> AgentState:
+    """The active blocks of the thread's agent, in seq order, exactly as posted (two queries)."""
+    thread = thread_get_for_read(actor=actor, thread_id=thread_id)
+    context = list(
+        Block.objects.filter(thread=thread, agent_code=thread.agent_code, archived=False)
+        .order_by("seq")
+        .values_list("message", flat=True)
+    )
+    return AgentState(thread=thread, context=context)
+
+
+def parse_archived(value: str | None) -> ArchivedFilter:
+    value = (value or "false").lower()
+    if value not in ("false", "true", "all"):
+        raise InvalidInput("archived must be false, true or all.", fields={"archived": ["must be false, true or all."]})
+    return value  # type: ignore[return-value]
+
+
+def thread_blocks(*, thread: Thread, archived: ArchivedFilter = "false", listed_roles_only: bool = False) -> QuerySet[Block]:
+    """Blocks of a thread already checked for reading, in seq order."""
+    qs = Block.objects.filter(thread=thread)
+    if archived == "false":
+        qs = qs.filter(archived=False)
+    elif archived == "true":
+        qs = qs.filter(archived=True)
+    if listed_roles_only:
+        qs = qs.filter(role__in=LISTED_ROLES)
+    return qs.order_by("seq")
+
+
+def thread_messages(*, actor, thread_id: str, archived: ArchivedFilter = "false") -> QuerySet[Block]:
+    """User and assistant blocks of a thread, for the messages listing."""
+    thread = thread_get_for_read(actor=actor, thread_id=thread_id)
+    return thread_blocks(thread=thread, archived=archived, listed_roles_only=True)
+
+
+def thread_detail(*, actor, thread_id: str) -> dict[str, Any]:
+    """The thread as the detail endpoint shows it (LangGraph's thread fields included)."""
+    thread = thread_get_for_read(actor=actor, thread_id=thread_id)
+    return {
+        "thread_id": thread.thread_id,
+        "owner": thread.owner.get_username(),
+        "agent_code": thread.agent_code,
+        "title": thread.title,
+        "created_at": thread.created_at,
+        "updated_at": thread.updated_at,
+        "metadata": thread.metadata,
+        "status": "idle",
+        "values": {},
+        "active_blocks": thread.active_count,
+        "archived_blocks": thread.archived_count,
+        "checkpoints": 0,
+    }

@@ -1,0 +1,288 @@
+"""Writes to threads and blocks. Every rule of the conversation store lives here.
+
+The rules come from the two-table store of seed 001 (DESIGN §3), with its two
+production bugs fixed: compaction is detected by the context no longer extending
+what is stored (count shrink *or* a hash-chain mismatch, not a summary field),
+and new seq numbers continue from the highest seq ever given, archived rows
+included, so a second compaction never collides on the unique key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from memoryadmin import roles
+from memoryadmin.audit import audit_record
+from memoryadmin.errors import Forbidden, InvalidInput
+from memoryadmin.metrics import BLOCK_APPEND, BLOCK_ARCHIVE_WRITE, BLOCK_PERSIST_FAIL, BLOCK_TRUNCATE
+
+from .messages import ContextHasher, ParsedMessage, canonical, parse_message
+from .models import TITLE_MAX, Block, Thread
+from .selectors import thread_get_for_admin, thread_get_for_owner_or_admin, thread_id_validate
+
+AGENT_CODE_MAX = 64
+
+Mode = Literal["append", "rewrite", "noop"]
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    thread_id: str
+    mode: Mode
+    appended: int
+    archived: int
+    active: int
+    max_seq: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _validate_context(context: Any) -> list[ParsedMessage]:
+    if not isinstance(context, list):
+        raise InvalidInput("context must be a list of messages.", fields={"context": ["must be a list."]})
+    limit = settings.MEMORYADMIN_MAX_CONTEXT_MESSAGES
+    if len(context) > limit:
+        raise InvalidInput(
+            f"context holds {len(context)} messages; the limit is {limit}.",
+            fields={"context": [f"at most {limit} messages."]},
+        )
+    parsed: list[ParsedMessage] = []
+    errors: dict[str, list[str]] = {}
+    for index, message in enumerate(context):
+        item, item_errors = parse_message(message, f"context[{index}]")
+        if item_errors:
+            errors.update(item_errors)
+            if len(errors) >= 20:
+                break
+        else:
+            parsed.append(item)
+    if errors:
+        first = next(iter(errors))
+        raise InvalidInput(f"Invalid message: {first} {errors[first][0]}", fields=errors)
+    try:
+        canonical(context)
+    except TypeError as exc:
+        raise InvalidInput(
+            f"context cannot be stored as JSON: {exc}", fields={"context": [str(exc)]}
+        ) from exc
+    return parsed
+
+
+def _validate_agent_code(agent_code: Any) -> str:
+    if not isinstance(agent_code, str) or not agent_code.strip():
+        raise InvalidInput("agent_code is required.", fields={"agent_code": ["is required."]})
+    if len(agent_code) > AGENT_CODE_MAX:
+        raise InvalidInput(
+            f"agent_code is longer than {AGENT_CODE_MAX} characters.",
+            fields={"agent_code": [f"at most {AGENT_CODE_MAX} characters."]},
+        )
+    return agent_code
+
+
+def _title_from(parsed: list[ParsedMessage]) -> str:
+    for item in parsed:
+        if item.role == "user":
+            text = " ".join(item.content.split())
+            if text:
+                return text[:TITLE_MAX].rstrip()
+    return ""
+
+
+def _ensure_writer(actor, thread: Thread) -> None:
+    """Only a thread's owner writes to it: not another member, not an operator, not an admin."""
+    if thread.owner_id != actor.pk:
+        raise Forbidden(
+            "This thread belongs to another user.", target=f"thread:{thread.thread_id}", action="thread.write"
+        )
+
+
+def _ensure_can_write_at_all(actor, thread_id: str) -> None:
+    if roles.is_operator(actor):
+        raise Forbidden(
+            "Operators have read-only access.", target=f"thread:{thread_id}", action="thread.write"
+        )
+
+
+def _lock_or_create(*, thread_id: str, actor, agent_code: str) -> tuple[Thread, bool]:
+    """The thread row locked for this transaction, created (owned by actor) when new.
+
+    Two first saves of one new thread race on the unique thread_id: the loser's
+    insert waits for the winner and fails, and it then locks the winner's row.
+    """
+    thread = Thread.objects.select_for_update().filter(thread_id=thread_id).first()
+    if thread is not None:
+        return thread, False
+    try:
+        with transaction.atomic():
+            return Thread.objects.create(thread_id=thread_id, owner=actor, agent_code=agent_code), True
+    except IntegrityError:
+        return Thread.objects.select_for_update().get(thread_id=thread_id), False
+
+
+def thread_save_agent_state(
+    *,
+    actor,
+    thread_id: str,
+    agent_code: Any,
+    context: Any,
+    extra_state: Any = None,
+    extra_state_given: bool = False,
+) -> SaveResult:
+    """Save an agent's state: context blocks appended or rewritten, extra_state overwritten.
+
+    DESIGN §3: one transaction with the thread row locked; 403 on another
+    owner's thread with nothing written; rewrite when the context is shorter
+    than the active blocks or its stored prefix changed (hash chain); append
+    the tail otherwise; no-op when equal; seq continues from max(seq)
+    including archived rows.
+    """
+    try:
+        thread_id_validate(thread_id)
+        agent_code = _validate_agent_code(agent_code)
+        parsed = _validate_context(context)
+        if extra_state_given and extra_state is not None and not isinstance(extra_state, dict):
+            raise InvalidInput(
+                "extra_state must be a JSON object or null.", fields={"extra_state": ["must be an object or null."]}
+            )
+        _ensure_can_write_at_all(actor, thread_id)
+        result, counters = _save(
+            actor=actor,
+            thread_id=thread_id,
+            agent_code=agent_code,
+            context=context,
+            parsed=parsed,
+            extra_state=extra_state,
+            extra_state_given=extra_state_given,
+        )
+    except Exception:
+        BLOCK_PERSIST_FAIL.inc()
+        raise
+    if counters["rewrite"]:
+        BLOCK_TRUNCATE.inc()
+    BLOCK_ARCHIVE_WRITE.inc(counters["archived"])
+    BLOCK_APPEND.inc(result.appended)
+    return result
+
+
+@transaction.atomic
+def _save(*, actor, thread_id, agent_code, context, parsed, extra_state, extra_state_given):
+    thread, created = _lock_or_create(thread_id=thread_id, actor=actor, agent_code=agent_code)
+    _ensure_writer(actor, thread)
+
+    head = (
+        Block.objects.filter(thread=thread, agent_code=agent_code, archived=False)
+        .order_by("-seq")
+        .values_list("position", "chain_hash")
+        .first()
+    )
+    stored = head[0] + 1 if head else 0
+    hasher = ContextHasher(context)
+    total = len(context)
+    if total < stored or (stored and hasher.prefix_digest(stored) != head[1]):
+        mode: Mode = "rewrite"
+        start = 0
+    elif total == stored:
+        mode = "noop"
+        start = total
+    else:
+        mode = "append"
+        start = stored
+
+    archived = 0
+    now = timezone.now()
+    if mode == "rewrite":
+        thread.rewrite_count += 1
+        archived = Block.objects.filter(thread=thread, agent_code=agent_code, archived=False).update(
+            archived=True, archived_by=thread.rewrite_count, archived_at=now
+        )
+
+    new_blocks = []
+    if start < total:
+        digests = hasher.digests_from(start)
+        for offset, item in enumerate(parsed[start:]):
+            thread.last_seq += 1
+            new_blocks.append(
+                Block(
+                    thread=thread,
+                    agent_code=agent_code,
+                    seq=thread.last_seq,
+                    position=start + offset,
+                    role=item.role,
+                    content=item.content,
+                    message=item.message,
+                    block_type=item.block_type,
+                    chain_hash=digests[offset],
+                    created_at=now,
+                )
+            )
+        Block.objects.bulk_create(new_blocks, batch_size=1000)
+
+    changed = created or mode != "noop" or extra_state_given or thread.agent_code != agent_code
+    if changed:
+        thread.agent_code = agent_code
+        thread.active_count += len(new_blocks) - archived
+        thread.archived_count += archived
+        if not thread.title:
+            thread.title = _title_from(parsed)
+        if extra_state_given:
+            thread.extra_state = extra_state
+        thread.save()
+
+    result = SaveResult(
+        thread_id=thread.thread_id,
+        mode=mode,
+        # On a rewrite this counts the whole context written again as new blocks.
+        appended=len(new_blocks),
+        archived=archived,
+        active=total,
+        max_seq=thread.last_seq,
+    )
+    return result, {"rewrite": mode == "rewrite", "archived": archived}
+
+
+@transaction.atomic
+def thread_clear(*, actor, thread_id: str, request=None) -> dict[str, int]:
+    """Admin: archive every active block and drop extra_state. Nothing is deleted."""
+    thread = thread_get_for_admin(actor=actor, thread_id=thread_id, action="thread.clear", lock=True)
+    before = {"active": thread.active_count, "archived": thread.archived_count}
+    thread.rewrite_count += 1
+    archived = Block.objects.filter(thread=thread, archived=False).update(
+        archived=True, archived_by=thread.rewrite_count, archived_at=timezone.now()
+    )
+    thread.active_count = 0
+    thread.archived_count += archived
+    thread.extra_state = None
+    thread.save()
+    after = {"active": thread.active_count, "archived": thread.archived_count}
+    audit_record(
+        actor=actor,
+        action="thread.clear",
+        target=f"thread:{thread.thread_id}",
+        detail={"before": before, "after": after, "archived": archived},
+        request=request,
+    )
+    transaction.on_commit(lambda: BLOCK_ARCHIVE_WRITE.inc(archived))
+    return {"archived": archived, **after}
+
+
+@transaction.atomic
+def thread_delete(*, actor, thread_id: str, request=None) -> dict[str, int]:
+    """Owner or admin: remove the thread with its blocks (and everything else it holds)."""
+    thread = thread_get_for_owner_or_admin(actor=actor, thread_id=thread_id, action="thread.delete", lock=True)
+    counts = {"active": thread.active_count, "archived": thread.archived_count}
+    owner_name = thread.owner.get_username()
+    thread.delete()
+    audit_record(
+        actor=actor,
+        action="thread.delete",
+        target=f"thread:{thread_id}",
+        detail={"owner": owner_name, "before": counts},
+        request=request,
+    )
+    return counts

@@ -1,0 +1,12 @@
+from django.urls import path
+from django.views.generic import RedirectView
+
+from . import views
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="thread-list"), name="home"),
+    path("threads/", views.thread_list, name="thread-list"),
+    path("threads/<str:thread_id>/", views.thread_detail, name="thread-detail"),
+    path("threads/<str:thread_id>/clear", views.thread_clear, name="thread-clear"),
+    path("threads/<str:thread_id>/delete", views.thread_delete, name="thread-delete"),
+]
