@@ -7,6 +7,6 @@ class MemoryAdminConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import roles
+        from . import roles, schema  # noqa: F401  (schema registers the OpenAPI auth extension)
 
         roles.connect_signals()

@@ -250,7 +250,7 @@ def _save(*, actor, thread_id, agent_code, context, parsed, extra_state, extra_s
 def thread_clear(*, actor, thread_id: str, request=None) -> dict[str, int]:
     """Admin: archive every active block and drop extra_state. Nothing is deleted."""
     thread = thread_get_for_admin(actor=actor, thread_id=thread_id, action="thread.clear", lock=True)
-    before = {"active": thread.active_count, "archived": thread.archived_count}
+    before = {"active_blocks": thread.active_count, "archived_blocks": thread.archived_count}
     thread.rewrite_count += 1
     archived = Block.objects.filter(thread=thread, archived=False).update(
         archived=True, archived_by=thread.rewrite_count, archived_at=timezone.now()
@@ -259,7 +259,7 @@ def thread_clear(*, actor, thread_id: str, request=None) -> dict[str, int]:
     thread.archived_count += archived
     thread.extra_state = None
     thread.save()
-    after = {"active": thread.active_count, "archived": thread.archived_count}
+    after = {"active_blocks": thread.active_count, "archived_blocks": thread.archived_count}
     audit_record(
         actor=actor,
         action="thread.clear",

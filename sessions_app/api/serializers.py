@@ -64,5 +64,6 @@ class ThreadDetailSerializer(ThreadSummarySerializer):
 
 
 class ClearResultSerializer(serializers.Serializer):
-    archived = serializers.IntegerField()
-    active = serializers.IntegerField()
+    archived = serializers.IntegerField(help_text="blocks archived by this clear")
+    active_blocks = serializers.IntegerField()
+    archived_blocks = serializers.IntegerField()

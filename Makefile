@@ -1,0 +1,57 @@
+# memoryadmin — `make run` to try it, `make test` to check it.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+HOST ?= 127.0.0.1
+PORT ?= 8000
+PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
+
+.PHONY: run test test-postgres test-browser install env migrate demo schema bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet -e '.[test,langgraph]'
+	touch $@
+
+install: $(VENV)/.installed
+
+# A local .env with a fresh secret key, made once; the real environment wins over it.
+.env:
+	@printf 'DJANGO_DEBUG=1\nDJANGO_SECRET_KEY=%s\n' "$$($(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(48))')" > .env
+	@echo "wrote .env (development settings)"
+
+env: .env
+
+migrate: install env
+	$(PY) manage.py migrate --noinput
+
+demo: migrate
+	$(PY) manage.py demo_data
+
+run: demo
+	@echo ""
+	@echo "  memoryadmin is at http://$(HOST):$(PORT)/"
+	@echo "  sign in as admin / memoryadmin (also: operator, alice, bob — same password)"
+	@echo "  API docs: http://$(HOST):$(PORT)/api/docs/   an agent key: $(PY) manage.py apikey create --user alice"
+	@echo ""
+	$(PY) manage.py runserver $(HOST):$(PORT)
+
+test: install
+	$(PY) -m pytest -m "not browser" -q
+
+test-postgres: install
+	DATABASE_URL=$(PG_URL) $(PY) -m pytest -m "not browser" -q
+
+test-browser: install
+	$(PY) -m pytest -m browser -q
+
+schema: install
+	DJANGO_DEBUG=1 $(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
+
+bench: install
+	$(PIP) install --quiet -e '.[bench]'
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) var staticfiles .pytest_cache
