@@ -51,7 +51,7 @@ schema: install
 
 bench: install
 	$(PIP) install --quiet -e '.[bench]'
-	$(PY) bench/run.py
+	$(PY) bench/conversation.py --write
 
 clean:
 	rm -rf $(VENV) var staticfiles .pytest_cache

@@ -43,7 +43,7 @@ class SaveResult:
         return asdict(self)
 
 
-def _validate_context(context: Any) -> list[ParsedMessage]:
+def _validate_context_shape(context: Any) -> None:
     if not isinstance(context, list):
         raise InvalidInput("context must be a list of messages.", fields={"context": ["must be a list."]})
     limit = settings.MEMORYADMIN_MAX_CONTEXT_MESSAGES
@@ -52,10 +52,18 @@ def _validate_context(context: Any) -> list[ParsedMessage]:
             f"context holds {len(context)} messages; the limit is {limit}.",
             fields={"context": [f"at most {limit} messages."]},
         )
+
+
+def _parse_messages(context: list, start: int) -> list[ParsedMessage]:
+    """Validate the messages from `start` on; errors name their index in the whole context.
+
+    Messages before `start` match the stored chain, so they were validated when stored:
+    a save costs a Python loop over the new messages only.
+    """
     parsed: list[ParsedMessage] = []
     errors: dict[str, list[str]] = {}
-    for index, message in enumerate(context):
-        item, item_errors = parse_message(message, f"context[{index}]")
+    for index in range(start, len(context)):
+        item, item_errors = parse_message(context[index], f"context[{index}]")
         if item_errors:
             errors.update(item_errors)
             if len(errors) >= 20:
@@ -65,13 +73,11 @@ def _validate_context(context: Any) -> list[ParsedMessage]:
     if errors:
         first = next(iter(errors))
         raise InvalidInput(f"Invalid message: {first} {errors[first][0]}", fields=errors)
-    try:
-        canonical(context)
-    except TypeError as exc:
-        raise InvalidInput(
-            f"context cannot be stored as JSON: {exc}", fields={"context": [str(exc)]}
-        ) from exc
     return parsed
+
+
+def _not_json(exc: TypeError) -> InvalidInput:
+    return InvalidInput(f"context cannot be stored as JSON: {exc}", fields={"context": [str(exc)]})
 
 
 def _validate_agent_code(agent_code: Any) -> str:
@@ -145,7 +151,7 @@ def thread_save_agent_state(
     try:
         thread_id_validate(thread_id)
         agent_code = _validate_agent_code(agent_code)
-        parsed = _validate_context(context)
+        _validate_context_shape(context)
         if extra_state_given and extra_state is not None and not isinstance(extra_state, dict):
             raise InvalidInput(
                 "extra_state must be a JSON object or null.", fields={"extra_state": ["must be an object or null."]}
@@ -156,7 +162,6 @@ def thread_save_agent_state(
             thread_id=thread_id,
             agent_code=agent_code,
             context=context,
-            parsed=parsed,
             extra_state=extra_state,
             extra_state_given=extra_state_given,
         )
@@ -171,7 +176,7 @@ def thread_save_agent_state(
 
 
 @transaction.atomic
-def _save(*, actor, thread_id, agent_code, context, parsed, extra_state, extra_state_given):
+def _save(*, actor, thread_id, agent_code, context, extra_state, extra_state_given):
     thread, created = _lock_or_create(thread_id=thread_id, actor=actor, agent_code=agent_code)
     _ensure_writer(actor, thread)
 
@@ -184,7 +189,11 @@ def _save(*, actor, thread_id, agent_code, context, parsed, extra_state, extra_s
     stored = head[0] + 1 if head else 0
     hasher = ContextHasher(context)
     total = len(context)
-    if total < stored or (stored and hasher.prefix_digest(stored) != head[1]):
+    try:
+        extends = total >= stored and (not stored or hasher.prefix_digest(stored) == head[1])
+    except TypeError as exc:
+        raise _not_json(exc) from exc
+    if not extends:
         mode: Mode = "rewrite"
         start = 0
     elif total == stored:
@@ -193,6 +202,12 @@ def _save(*, actor, thread_id, agent_code, context, parsed, extra_state, extra_s
     else:
         mode = "append"
         start = stored
+
+    parsed = _parse_messages(context, start)
+    try:
+        digests = hasher.digests_from(start) if start < total else []
+    except TypeError as exc:
+        raise _not_json(exc) from exc
 
     archived = 0
     now = timezone.now()
@@ -203,24 +218,23 @@ def _save(*, actor, thread_id, agent_code, context, parsed, extra_state, extra_s
         )
 
     new_blocks = []
-    if start < total:
-        digests = hasher.digests_from(start)
-        for offset, item in enumerate(parsed[start:]):
-            thread.last_seq += 1
-            new_blocks.append(
-                Block(
-                    thread=thread,
-                    agent_code=agent_code,
-                    seq=thread.last_seq,
-                    position=start + offset,
-                    role=item.role,
-                    content=item.content,
-                    message=item.message,
-                    block_type=item.block_type,
-                    chain_hash=digests[offset],
-                    created_at=now,
-                )
+    for offset, item in enumerate(parsed):
+        thread.last_seq += 1
+        new_blocks.append(
+            Block(
+                thread=thread,
+                agent_code=agent_code,
+                seq=thread.last_seq,
+                position=start + offset,
+                role=item.role,
+                content=item.content,
+                message=item.message,
+                block_type=item.block_type,
+                chain_hash=digests[offset],
+                created_at=now,
             )
+        )
+    if new_blocks:
         Block.objects.bulk_create(new_blocks, batch_size=1000)
 
     changed = created or mode != "noop" or extra_state_given or thread.agent_code != agent_code

@@ -1,0 +1,304 @@
+"""Benchmark: saving one new turn to a long conversation, and loading it back.
+
+    make bench-conversation            # or: .venv/bin/python bench/conversation.py [--sizes 10,100,1000,10000]
+
+Creates a fresh PostgreSQL database (memoryadmin_bench by default), migrates it, and
+for threads that already hold N messages measures, side by side in one run:
+
+- memoryadmin's service (`thread_save_agent_state`), in process;
+- memoryadmin over HTTP (a gunicorn worker on 127.0.0.1, httpx keep-alive client);
+- LangGraph's PostgresSaver on the same database, putting a checkpoint whose
+  `messages` channel holds the conversation (what a LangGraph agent writes each step);
+- raw psycopg: the statements our save needs, with no framework, as the floor.
+
+Each figure is the p50 / p95 of `--rounds` saves of one turn (2 messages) at that size.
+Prints a Markdown table; `--write` replaces the figures in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+ADMIN_URL = os.environ.get("BENCH_ADMIN_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+DB_NAME = os.environ.get("BENCH_DB", "memoryadmin_bench")
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def fmt(samples: list[float]) -> str:
+    return f"{pct(samples, 0.5) * 1000:.2f} / {pct(samples, 0.95) * 1000:.2f}"
+
+
+def turns(start: int, count: int) -> list[dict]:
+    text = "Could you check the itinerary again and tell me what changes if the train is late? " * 2
+    return [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"{i}: {text}", "id": f"msg-{i}"}
+        for i in range(start, start + count)
+    ]
+
+
+def fresh_database() -> str:
+    import psycopg
+
+    with closing(psycopg.connect(ADMIN_URL, autocommit=True)) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+    base, _, _ = ADMIN_URL.rpartition("/")
+    return f"{base}/{DB_NAME}"
+
+
+def setup_django(url: str) -> None:
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryadmin.settings")
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-" + hashlib.sha256(os.urandom(16)).hexdigest())
+    os.environ["DJANGO_DEBUG"] = "0"
+    os.environ["DJANGO_LOG_LEVEL"] = "WARNING"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    call_command("collectstatic", "--noinput", verbosity=0)
+
+
+def free_port() -> int:
+    with closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_server(url: str, port: int) -> subprocess.Popen:
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "DJANGO_DEBUG": "0"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "memoryadmin.wsgi:application", "-b", f"127.0.0.1:{port}",
+         "-w", "1", "--log-level", "warning"],
+        cwd=ROOT, env=env,
+    )
+    import httpx
+
+    for _ in range(100):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("gunicorn did not start")
+
+
+def bench_service(user, size: int, rounds: int) -> tuple[list[float], list[float], int]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from sessions_app.selectors import thread_agent_state
+    from sessions_app.services import thread_save_agent_state
+
+    thread_id = f"svc-{size}"
+    context = turns(0, size)
+    thread_save_agent_state(actor=user, thread_id=thread_id, agent_code="bench", context=context)
+    saves = []
+    for _ in range(rounds):
+        context = context + turns(len(context), 2)
+        started = time.perf_counter()
+        result = thread_save_agent_state(actor=user, thread_id=thread_id, agent_code="bench", context=context)
+        saves.append(time.perf_counter() - started)
+        assert result.mode == "append" and result.appended == 2
+    loads = []
+    for _ in range(max(5, rounds // 3)):
+        started = time.perf_counter()
+        with CaptureQueriesContext(connection) as queries:
+            state = thread_agent_state(actor=user, thread_id=thread_id)
+        loads.append(time.perf_counter() - started)
+        assert len(state.context) == len(context)
+    return saves, loads, len(queries)
+
+
+def bench_http(key: str, port: int, size: int, rounds: int) -> tuple[list[float], list[float]]:
+    import httpx
+
+    url = f"http://127.0.0.1:{port}/api/v1/threads/http-{size}/agent-state"
+    with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=60) as client:
+        context = turns(0, size)
+        client.put(url, json={"agent_code": "bench", "context": context}).raise_for_status()
+        saves = []
+        for _ in range(rounds):
+            context = context + turns(len(context), 2)
+            started = time.perf_counter()
+            response = client.put(url, json={"agent_code": "bench", "context": context})
+            saves.append(time.perf_counter() - started)
+            assert response.status_code == 200 and response.json()["appended"] == 2, response.text
+        loads = []
+        for _ in range(max(5, rounds // 3)):
+            started = time.perf_counter()
+            response = client.get(url)
+            loads.append(time.perf_counter() - started)
+            assert len(response.json()["context"]) == len(context)
+    return saves, loads
+
+
+def bench_postgres_saver(url: str, size: int, rounds: int) -> list[float]:
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    def as_messages(items):
+        return [(HumanMessage if m["role"] == "user" else AIMessage)(content=m["content"], id=m["id"]) for m in items]
+
+    with PostgresSaver.from_conn_string(url) as saver:
+        saver.setup()
+        config = {"configurable": {"thread_id": f"lg-{size}", "checkpoint_ns": ""}}
+        messages = as_messages(turns(0, size))
+        version = 1
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"messages": messages}
+        checkpoint["channel_versions"] = {"messages": version}
+        config = saver.put(config, checkpoint, {"source": "loop", "step": 0}, {"messages": version})
+        samples = []
+        for step in range(rounds):
+            messages = messages + as_messages(turns(len(messages), 2))
+            version += 1
+            checkpoint = empty_checkpoint()
+            checkpoint["channel_values"] = {"messages": messages}
+            checkpoint["channel_versions"] = {"messages": version}
+            started = time.perf_counter()
+            config = saver.put(config, checkpoint, {"source": "loop", "step": step + 1}, {"messages": version})
+            samples.append(time.perf_counter() - started)
+    return samples
+
+
+def bench_raw_psycopg(url: str, thread_pk: int, stored_size: int, rounds: int) -> list[float]:
+    """The floor: our save's statements (lock, chain head, insert two rows, bump the thread) in raw SQL."""
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    from sessions_app.messages import ContextHasher
+
+    samples = []
+    context = turns(0, stored_size)
+    with closing(psycopg.connect(url)) as conn:
+        for _ in range(rounds):
+            context = context + turns(len(context), 2)
+            started = time.perf_counter()
+            with conn.transaction():
+                last_seq, = conn.execute(
+                    "SELECT last_seq FROM sessions_app_thread WHERE id = %s FOR UPDATE", (thread_pk,)
+                ).fetchone()
+                head = conn.execute(
+                    "SELECT position, chain_hash FROM sessions_app_block WHERE thread_id = %s AND agent_code = %s"
+                    " AND NOT archived ORDER BY seq DESC LIMIT 1", (thread_pk, "bench"),
+                ).fetchone()
+                hasher = ContextHasher(context)
+                stored = head[0] + 1
+                assert hasher.prefix_digest(stored) == head[1]
+                digests = hasher.digests_from(stored)
+                rows = [
+                    (thread_pk, "bench", last_seq + 1 + i, stored + i, m["role"], m["content"], Jsonb(m), "message", False, digests[i])
+                    for i, m in enumerate(context[stored:])
+                ]
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO sessions_app_block (thread_id, agent_code, seq, position, role, content, message,"
+                        " block_type, archived, chain_hash, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s, now())",
+                        rows,
+                    )
+                conn.execute(
+                    "UPDATE sessions_app_thread SET last_seq = %s, active_count = active_count + %s, updated_at = now()"
+                    " WHERE id = %s", (last_seq + len(rows), len(rows), thread_pk),
+                )
+            samples.append(time.perf_counter() - started)
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10,100,1000,5000,10000")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--write", action="store_true", help="write the table into docs/benchmarks.md")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    url = fresh_database()
+    setup_django(url)
+    from django.contrib.auth import get_user_model
+
+    from memoryadmin.apikeys import apikey_create
+    from sessions_app.models import Thread
+
+    user = get_user_model().objects.create_user("bench")
+    key = apikey_create(owner=user).plaintext
+    port = free_port()
+    server = start_server(url, port)
+    rows = []
+    try:
+        for size in sizes:
+            print(f"size {size} …", file=sys.stderr, flush=True)
+            svc_save, svc_load, load_queries = bench_service(user, size, args.rounds)
+            http_save, http_load = bench_http(key, port, size, args.rounds)
+            saver = bench_postgres_saver(url, size, args.rounds)
+            thread = Thread.objects.get(thread_id=f"svc-{size}")
+            raw = bench_raw_psycopg(url, thread.pk, thread.active_count, args.rounds)
+            rows.append((size, svc_save, http_save, saver, raw, svc_load, http_load, load_queries))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+    base = pct(rows[0][1], 0.5)
+    lines = [
+        "| messages in thread | service save | HTTP save | PostgresSaver put | raw psycopg floor | service ÷ floor | PostgresSaver ÷ service | service save ÷ save at "
+        f"{rows[0][0]} | service load | HTTP load | load queries |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size, svc_save, http_save, saver, raw, svc_load, http_load, load_queries in rows:
+        lines.append(
+            f"| {size:,} | {fmt(svc_save)} | {fmt(http_save)} | {fmt(saver)} | {fmt(raw)} | "
+            f"{pct(svc_save, .5) / pct(raw, .5):.2f}× | {pct(saver, .5) / pct(svc_save, .5):.1f}× | "
+            f"{pct(svc_save, .5) / base:.2f}× | {fmt(svc_load)} | {fmt(http_load)} | {load_queries} |"
+        )
+    import django
+    import langgraph.checkpoint.postgres as lgpg  # noqa: F401
+    from importlib.metadata import version
+
+    import psycopg
+
+    with closing(psycopg.connect(url)) as conn:
+        pg_version = conn.execute("SHOW server_version").fetchone()[0]
+    machine = (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"PostgreSQL {pg_version}, Django {django.get_version()}, "
+        f"langgraph-checkpoint-postgres {version('langgraph-checkpoint-postgres')}, psycopg {psycopg.__version__}"
+    )
+    table = "\n".join(lines)
+    report = (
+        f"Times in milliseconds, p50 / p95 of {args.rounds} saves of one turn (2 messages) per size; "
+        f"messages of ~180 characters.\n\nMachine: {machine}.\n\n{table}\n"
+    )
+    print(report)
+    if args.write:
+        doc = ROOT / "docs" / "benchmarks.md"
+        text = doc.read_text()
+        start, end = "<!-- conversation:start -->", "<!-- conversation:end -->"
+        head, _, rest = text.partition(start)
+        _, _, tail = rest.partition(end)
+        doc.write_text(f"{head}{start}\n{report}{end}{tail}")
+        print(f"wrote {doc}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
