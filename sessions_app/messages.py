@@ -118,17 +118,21 @@ class ContextHasher:
 
     def __init__(self, context: list[dict[str, Any]]):
         self.context = context
+        self._states: dict[int, Any] = {}
 
-    def prefix_state(self, k: int) -> "hashlib._Hash":
-        head = canonical(self.context[:k])[:-1]  # drop the closing ']'
-        return hashlib.sha256(head)
+    def _prefix_state(self, k: int):
+        # Kept per k: the prefix checked against the stored head is the one appended to.
+        if k not in self._states:
+            head = canonical(self.context[:k])[:-1]  # drop the closing ']'
+            self._states[k] = hashlib.sha256(head)
+        return self._states[k].copy()
 
     def prefix_digest(self, k: int) -> str:
-        return self.prefix_state(k).hexdigest()
+        return self._prefix_state(k).hexdigest()
 
     def digests_from(self, start: int) -> list[str]:
         """The chain digests for messages start..end, continuing from the prefix."""
-        state = self.prefix_state(start)
+        state = self._prefix_state(start)
         digests: list[str] = []
         for index in range(start, len(self.context)):
             state.update((b"," if index else b"") + canonical(self.context[index]))
