@@ -4,6 +4,7 @@ import re
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from memoryadmin import roles
 
@@ -97,3 +98,72 @@ class Block(models.Model):
     def tool_calls(self) -> list:
         calls = self.message.get("tool_calls") if isinstance(self.message, dict) else None
         return calls if isinstance(calls, list) else []
+
+
+class Checkpoint(models.Model):
+    """One checkpoint of a thread: a snapshot of a graph's state (seed 000's saver, DESIGN §4).
+
+    History order is insertion order (the primary key): a pushed checkpoint is the
+    newest, a checkpoint replaced in place keeps its row and so its position.
+    `checkpoint` holds the snapshot as readable JSON (see docs/checkpoints.md);
+    `run_id` is copied out of `metadata` so that deleting a run's checkpoints is
+    an indexed lookup.
+    """
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoints")
+    checkpoint_ns = models.CharField(max_length=512, blank=True, default="")
+    checkpoint_id = models.CharField(max_length=128)
+    # "" when the checkpoint has no parent.
+    parent_checkpoint_id = models.CharField(max_length=128, blank=True, default="")
+    checkpoint = models.JSONField(default=dict)
+    metadata = models.JSONField(default=dict, blank=True)
+    run_id = models.CharField(max_length=128, blank=True, default="")
+    node_id = models.CharField(max_length=255, blank=True, default="")
+    next_node_id = models.CharField(max_length=255, blank=True, default="")
+    # Not auto_now_add: a copied checkpoint keeps the time it was first made.
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "checkpoint_ns", "checkpoint_id"], name="checkpoint_thread_ns_id_uniq"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["thread", "checkpoint_ns", "-id"], name="checkpoint_thread_ns_idx"),
+            models.Index(fields=["thread", "-id"], name="checkpoint_thread_idx"),
+            models.Index(fields=["run_id"], name="checkpoint_run_idx"),
+        ]
+
+    def __str__(self) -> str:
+        ns = f"{self.checkpoint_ns}/" if self.checkpoint_ns else ""
+        return f"{self.thread_id}:{ns}{self.checkpoint_id}"
+
+
+class CheckpointWrite(models.Model):
+    """A pending write of a task against a checkpoint (LangGraph's checkpoint_writes).
+
+    One row per (checkpoint, task_id, idx): a retried task writes nothing twice.
+    LangGraph's special channels (errors, interrupts, scheduled, resume) take
+    negative indexes so they never collide with a task's ordinary writes.
+    """
+
+    checkpoint = models.ForeignKey(Checkpoint, on_delete=models.CASCADE, related_name="writes")
+    task_id = models.CharField(max_length=255)
+    task_path = models.CharField(max_length=1024, blank=True, default="")
+    idx = models.IntegerField()
+    channel = models.CharField(max_length=255)
+    value = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        # LangGraph replays a super-step's writes in (task_path, task_id, idx) order.
+        ordering = ["task_path", "task_id", "idx"]
+        constraints = [
+            models.UniqueConstraint(fields=["checkpoint", "task_id", "idx"], name="checkpoint_write_task_idx_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.checkpoint_id}:{self.task_id}#{self.idx} {self.channel}"

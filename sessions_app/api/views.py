@@ -12,7 +12,8 @@ from rest_framework.views import APIView
 from memoryadmin.api import SeqCursorPagination, UpdatedCursorPagination
 from memoryadmin.errors import InvalidInput
 
-from .. import selectors, services
+from .. import checkpoint_selectors, checkpoint_services, selectors, services
+from . import checkpoint_serializers as cs_serializers
 from . import serializers as s
 
 THREAD_ID = OpenApiParameter("thread_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="1..64 of [A-Za-z0-9_.:@$-]")
@@ -101,12 +102,50 @@ class ThreadListView(APIView):
         page = paginator.paginate_queryset(threads, request, view=self)
         return paginator.get_paginated_response([thread_summary(t) for t in page])
 
+    @extend_schema(
+        request=cs_serializers.ThreadCreateSerializer,
+        responses={201: cs_serializers.LangGraphThreadSerializer, 200: cs_serializers.LangGraphThreadSerializer},
+        summary="Create a thread (LangGraph's POST /threads)",
+        description="201 when made; with if_exists=do_nothing an existing thread is returned with 200.",
+    )
+    def post(self, request: Request) -> Response:
+        data = _body(request)
+        for name in ("ttl", "supersteps"):
+            if data.get(name) not in (None, [], {}):
+                raise InvalidInput(f"{name} is not supported by memoryadmin.", fields={name: ["is not supported."]})
+        thread, created = checkpoint_services.thread_create(
+            actor=request.user,
+            thread_id=data.get("thread_id"),
+            metadata=data.get("metadata"),
+            if_exists=data.get("if_exists"),
+        )
+        body = checkpoint_selectors.thread_langgraph_of(thread)
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
 
 class ThreadDetailView(APIView):
     @extend_schema(parameters=[THREAD_ID], responses=s.ThreadDetailSerializer, summary="A thread with its counts")
     def get(self, request: Request, thread_id: str) -> Response:
         detail = selectors.thread_detail(actor=request.user, thread_id=thread_id)
         return Response(detail)
+
+    @extend_schema(
+        parameters=[THREAD_ID],
+        request=cs_serializers.ThreadPatchSerializer,
+        responses={200: cs_serializers.LangGraphThreadSerializer, 204: None},
+        summary="Merge metadata into a thread (LangGraph's PATCH /threads/{id})",
+        description="The owner only. `Prefer: return=minimal` answers 204 without a body.",
+    )
+    def patch(self, request: Request, thread_id: str) -> Response:
+        data = _body(request)
+        if data.get("ttl") not in (None, {}):
+            raise InvalidInput("ttl is not supported by memoryadmin.", fields={"ttl": ["is not supported."]})
+        thread = checkpoint_services.thread_update_metadata(
+            actor=request.user, thread_id=thread_id, metadata=data.get("metadata")
+        )
+        if "return=minimal" in request.headers.get("Prefer", ""):
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        return Response(checkpoint_selectors.thread_langgraph_of(thread))
 
     @extend_schema(parameters=[THREAD_ID], responses={204: None}, summary="Delete a thread and all it holds")
     def delete(self, request: Request, thread_id: str) -> Response:

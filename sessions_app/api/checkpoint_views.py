@@ -1,0 +1,364 @@
+"""Checkpoint endpoints (DESIGN §9 "Checkpoints") and LangGraph's thread reads.
+
+Thin: `checkpoint_services` writes, `checkpoint_selectors` reads; both decide ownership.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memoryadmin.errors import InvalidInput
+
+from .. import checkpoint_selectors as cs
+from .. import checkpoint_services as svc
+from . import checkpoint_serializers as s
+from .views import THREAD_ID, _body
+
+CHECKPOINT_ID = OpenApiParameter("checkpoint_id", OpenApiTypes.STR, OpenApiParameter.PATH)
+NS_QUERY = OpenApiParameter("checkpoint_ns", str, description='namespace; "" (root) when absent')
+NS_QUERY_LIST = OpenApiParameter("checkpoint_ns", str, description="namespace; every namespace when absent")
+
+
+def _optional_body(request: Request) -> dict[str, Any]:
+    """The JSON body, or {} when the client sent none (LangGraph's SDK posts copy with no body)."""
+    if not request.body:
+        return {}
+    return _body(request)
+
+
+def _refuse_unsupported(data: dict[str, Any], names: tuple[str, ...]) -> None:
+    for name in names:
+        if data.get(name) not in (None, [], {}):
+            raise InvalidInput(f"{name} is not supported by memoryadmin.", fields={name: ["is not supported."]})
+
+
+def _put_input(data: dict[str, Any]) -> svc.CheckpointInput:
+    return svc.checkpoint_input(
+        checkpoint=data.get("checkpoint"),
+        metadata=data.get("metadata"),
+        checkpoint_ns=data.get("checkpoint_ns"),
+        parent_checkpoint_id=data.get("parent_checkpoint_id"),
+        node_id=data.get("node_id"),
+        next_node_id=data.get("next_node_id"),
+    )
+
+
+class CheckpointListView(APIView):
+    @extend_schema(
+        parameters=[
+            THREAD_ID,
+            NS_QUERY_LIST,
+            OpenApiParameter("limit", int, description=f"1..{cs.LIST_LIMIT_MAX}, default {cs.LIST_LIMIT_DEFAULT}"),
+            OpenApiParameter("before", str, description="a checkpoint id: list only older checkpoints"),
+            OpenApiParameter("metadata", str, description="a JSON object the metadata must contain"),
+        ],
+        responses=s.CheckpointListSerializer,
+        operation_id="threads_checkpoints_list",
+        summary="List a thread's checkpoints, newest first",
+    )
+    def get(self, request: Request, thread_id: str) -> Response:
+        params = request.query_params
+        checkpoint_ns = params.get("checkpoint_ns")
+        page = cs.checkpoint_list(
+            actor=request.user,
+            thread_id=thread_id,
+            checkpoint_ns=None if checkpoint_ns is None else cs.checkpoint_ns_validate(checkpoint_ns),
+            limit=cs.parse_limit(params.get("limit")),
+            before=params.get("before") or None,
+            metadata=cs.parse_json_object(params.get("metadata"), "metadata"),
+        )
+        return Response(
+            {
+                "results": [cs.checkpoint_as_dict(row, thread=page.thread) for row in page.checkpoints],
+                "next_before": page.next_before,
+            }
+        )
+
+    @extend_schema(
+        parameters=[THREAD_ID],
+        request=s.CheckpointPutSerializer,
+        responses={201: s.CheckpointRefSerializer, 200: s.CheckpointRefSerializer},
+        summary="Push a checkpoint (or upsert it by id)",
+        description="201 when the checkpoint is new, 200 when an existing id was replaced in place.",
+    )
+    def post(self, request: Request, thread_id: str) -> Response:
+        data = _body(request)
+        result = svc.checkpoint_put(
+            actor=request.user, thread_id=thread_id, data=_put_input(data), checkpoint_id=data.get("checkpoint_id")
+        )
+        return Response(result.as_dict(), status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
+
+    @extend_schema(
+        parameters=[THREAD_ID],
+        responses=s.DeletedSerializer,
+        summary="Delete every checkpoint of a thread (LangGraph's delete_thread)",
+        description="Owner or admin. All namespaces and pending writes; the thread and its blocks stay.",
+    )
+    def delete(self, request: Request, thread_id: str) -> Response:
+        count = svc.checkpoint_delete_thread(actor=request.user, thread_id=thread_id, request=request)
+        return Response({"checkpoints": count})
+
+
+class CheckpointLatestView(APIView):
+    @extend_schema(parameters=[THREAD_ID, NS_QUERY], responses=s.CheckpointSerializer, summary="The latest checkpoint")
+    def get(self, request: Request, thread_id: str) -> Response:
+        checkpoint = cs.checkpoint_get(
+            actor=request.user,
+            thread_id=thread_id,
+            checkpoint_ns=cs.checkpoint_ns_validate(request.query_params.get("checkpoint_ns")),
+        )
+        return Response(cs.checkpoint_as_dict(checkpoint))
+
+
+class CheckpointDetailView(APIView):
+    @extend_schema(
+        parameters=[THREAD_ID, CHECKPOINT_ID, NS_QUERY],
+        responses=s.CheckpointSerializer,
+        operation_id="threads_checkpoints_retrieve",
+        summary="One checkpoint",
+    )
+    def get(self, request: Request, thread_id: str, checkpoint_id: str) -> Response:
+        checkpoint = cs.checkpoint_get(
+            actor=request.user,
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            checkpoint_ns=cs.checkpoint_ns_validate(request.query_params.get("checkpoint_ns")),
+        )
+        return Response(cs.checkpoint_as_dict(checkpoint))
+
+    @extend_schema(
+        parameters=[THREAD_ID, CHECKPOINT_ID],
+        request=s.CheckpointPutSerializer,
+        responses=s.CheckpointRefSerializer,
+        summary="Replace a checkpoint in place (404 if the id does not exist)",
+    )
+    def put(self, request: Request, thread_id: str, checkpoint_id: str) -> Response:
+        data = _body(request)
+        body_id = data.get("checkpoint_id")
+        if body_id not in (None, checkpoint_id):
+            raise InvalidInput(
+                "checkpoint_id in the body differs from the one in the path.",
+                fields={"checkpoint_id": ["differs from the path."]},
+            )
+        result = svc.checkpoint_replace(
+            actor=request.user, thread_id=thread_id, checkpoint_id=checkpoint_id, data=_put_input(data)
+        )
+        return Response(result.as_dict())
+
+
+class CheckpointWritesView(APIView):
+    @extend_schema(
+        parameters=[THREAD_ID, CHECKPOINT_ID],
+        request=s.WritesPostSerializer,
+        responses={204: None},
+        summary="Store a task's pending writes against a checkpoint",
+    )
+    def post(self, request: Request, thread_id: str, checkpoint_id: str) -> Response:
+        data = _body(request)
+        svc.checkpoint_put_writes(
+            actor=request.user,
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            checkpoint_ns=data.get("checkpoint_ns"),
+            data=svc.write_input(task_id=data.get("task_id"), task_path=data.get("task_path"), writes=data.get("writes")),
+        )
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CheckpointReleaseView(APIView):
+    @extend_schema(
+        parameters=[THREAD_ID],
+        request=None,
+        responses=s.ReleaseSerializer,
+        summary="Admin: release every checkpoint of a thread and return them",
+    )
+    def post(self, request: Request, thread_id: str) -> Response:
+        return Response(svc.checkpoint_release(actor=request.user, thread_id=thread_id, request=request))
+
+
+class ThreadCopyView(APIView):
+    @extend_schema(
+        parameters=[THREAD_ID],
+        request=s.CopyRequestSerializer,
+        responses=s.LangGraphThreadSerializer,
+        summary="Copy a thread's checkpoints into a new thread (LangGraph's copy_thread)",
+    )
+    def post(self, request: Request, thread_id: str) -> Response:
+        data = _optional_body(request)
+        target = svc.checkpoint_copy_thread(actor=request.user, source_thread_id=thread_id, target_thread_id=data.get("thread_id"))
+        return Response(cs.thread_langgraph_of(target))
+
+
+class CheckpointPruneView(APIView):
+    @extend_schema(
+        request=s.PruneRequestSerializer,
+        responses=s.PruneResultSerializer,
+        summary="Prune threads' checkpoints: keep the latest per namespace, or delete them all",
+    )
+    def post(self, request: Request) -> Response:
+        data = _body(request)
+        result = svc.checkpoint_prune(
+            actor=request.user,
+            thread_ids=svc.thread_ids_input(data.get("thread_ids")),
+            strategy=data.get("strategy") or "keep_latest",
+            request=request,
+        )
+        return Response(result)
+
+
+class CheckpointDeleteForRunsView(APIView):
+    @extend_schema(
+        request=s.DeleteForRunsSerializer,
+        responses=s.DeletedSerializer,
+        summary="Delete the caller's checkpoints made by the given runs (metadata run_id)",
+    )
+    def post(self, request: Request) -> Response:
+        data = _body(request)
+        count = svc.checkpoint_delete_for_runs(actor=request.user, run_ids=data.get("run_ids"), request=request)
+        return Response({"checkpoints": count})
+
+
+# --- LangGraph's thread endpoints ----------------------------------------------------------------
+
+
+class ThreadSearchView(APIView):
+    @extend_schema(
+        request=s.ThreadSearchSerializer,
+        responses=s.LangGraphThreadSerializer(many=True),
+        summary="Search threads (LangGraph's POST /threads/search)",
+    )
+    def post(self, request: Request) -> Response:
+        data = _optional_body(request)
+        _refuse_unsupported(data, ("values", "select", "extract"))
+        ids = data.get("ids")
+        if ids is not None:
+            ids = svc.thread_ids_input(ids, "ids")
+        status_ = data.get("status")
+        if status_ not in (None, *cs.THREAD_STATUSES):
+            raise InvalidInput("status must be idle, busy, interrupted or error.", fields={"status": ["unknown status."]})
+        sort_by = data.get("sort_by") or "created_at"
+        if sort_by not in cs.SEARCH_SORT_FIELDS:
+            raise InvalidInput("sort_by is not a sortable field.", fields={"sort_by": [f"one of {sorted(cs.SEARCH_SORT_FIELDS)}."]})
+        sort_order = data.get("sort_order") or "desc"
+        if sort_order not in ("asc", "desc"):
+            raise InvalidInput("sort_order must be asc or desc.", fields={"sort_order": ["must be asc or desc."]})
+        offset = data.get("offset", 0)
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise InvalidInput("offset must be a non-negative integer.", fields={"offset": ["must be a non-negative integer."]})
+        threads = cs.thread_search(
+            actor=request.user,
+            metadata=cs.parse_json_object(data.get("metadata"), "metadata"),
+            ids=ids,
+            status=status_,
+            limit=cs.parse_limit(data.get("limit"), default=10),
+            offset=offset,
+            sort_by=sort_by,
+            sort_order=sort_order,
+        )
+        return Response(threads)
+
+
+class ThreadStateView(APIView):
+    @extend_schema(
+        parameters=[THREAD_ID, NS_QUERY, OpenApiParameter("subgraphs", bool, description="accepted; subgraph states are not nested")],
+        responses=s.ThreadStateSerializer,
+        operation_id="threads_state_retrieve",
+        summary="A thread's current state (LangGraph's GET /threads/{id}/state)",
+    )
+    def get(self, request: Request, thread_id: str) -> Response:
+        return Response(
+            cs.thread_state(
+                actor=request.user,
+                thread_id=thread_id,
+                checkpoint_ns=cs.checkpoint_ns_validate(request.query_params.get("checkpoint_ns")),
+            )
+        )
+
+
+class ThreadStateAtView(APIView):
+    @extend_schema(
+        parameters=[THREAD_ID, CHECKPOINT_ID, NS_QUERY],
+        responses=s.ThreadStateSerializer,
+        operation_id="threads_state_at_retrieve",
+        summary="A thread's state at a checkpoint",
+    )
+    def get(self, request: Request, thread_id: str, checkpoint_id: str) -> Response:
+        return Response(
+            cs.thread_state(
+                actor=request.user,
+                thread_id=thread_id,
+                checkpoint_id=checkpoint_id,
+                checkpoint_ns=cs.checkpoint_ns_validate(request.query_params.get("checkpoint_ns")),
+            )
+        )
+
+
+class ThreadStateCheckpointView(APIView):
+    @extend_schema(
+        parameters=[THREAD_ID, NS_QUERY],
+        responses=s.ThreadStateSerializer,
+        summary="A thread's state at the checkpoint whose id is \"checkpoint\"",
+    )
+    def get(self, request: Request, thread_id: str) -> Response:
+        # This route shadows state/<checkpoint_id> for that one id; answer as it would.
+        return Response(
+            cs.thread_state(
+                actor=request.user,
+                thread_id=thread_id,
+                checkpoint_id="checkpoint",
+                checkpoint_ns=cs.checkpoint_ns_validate(request.query_params.get("checkpoint_ns")),
+            )
+        )
+
+    @extend_schema(
+        parameters=[THREAD_ID],
+        request=s.StateAtCheckpointSerializer,
+        responses=s.ThreadStateSerializer,
+        summary="A thread's state at a checkpoint given in the body (LangGraph's POST /state/checkpoint)",
+    )
+    def post(self, request: Request, thread_id: str) -> Response:
+        data = _body(request)
+        config = cs.parse_json_object(data.get("checkpoint"), "checkpoint")
+        checkpoint_id = config.get("checkpoint_id")
+        return Response(
+            cs.thread_state(
+                actor=request.user,
+                thread_id=thread_id,
+                checkpoint_id=None if checkpoint_id is None else cs.checkpoint_id_validate(checkpoint_id, "checkpoint.checkpoint_id"),
+                checkpoint_ns=cs.checkpoint_ns_validate(config.get("checkpoint_ns"), "checkpoint.checkpoint_ns"),
+            )
+        )
+
+
+class ThreadHistoryView(APIView):
+    @extend_schema(
+        parameters=[THREAD_ID],
+        request=s.HistoryRequestSerializer,
+        responses=s.ThreadStateSerializer(many=True),
+        summary="A thread's past states, newest first (LangGraph's POST /threads/{id}/history)",
+    )
+    def post(self, request: Request, thread_id: str) -> Response:
+        data = _optional_body(request)
+        _refuse_unsupported(data, ("select",))
+        before = data.get("before")
+        if isinstance(before, dict):
+            before = before.get("checkpoint_id") or (before.get("configurable") or {}).get("checkpoint_id")
+        if before is not None and not isinstance(before, str):
+            raise InvalidInput("before must be a checkpoint id or a checkpoint config.", fields={"before": ["must be a checkpoint id."]})
+        config = cs.parse_json_object(data.get("checkpoint"), "checkpoint")
+        history = cs.thread_history(
+            actor=request.user,
+            thread_id=thread_id,
+            limit=cs.parse_limit(data.get("limit"), default=10),
+            before=before or None,
+            metadata=cs.parse_json_object(data.get("metadata"), "metadata"),
+            checkpoint_ns=cs.checkpoint_ns_validate(config.get("checkpoint_ns"), "checkpoint.checkpoint_ns"),
+        )
+        return Response(history)

@@ -1,0 +1,603 @@
+"""Writes to checkpoints and pending writes, and LangGraph's thread writes.
+
+Two sets of rules meet here.
+
+The saver of seed 000 (DESIGN §4): a thread's checkpoints are a history, newest
+first; a put without an id pushes a new checkpoint; a put with an id replaces
+that checkpoint in place (its position kept), and an id that does not exist is
+a 404 with nothing written; release removes every checkpoint of the thread and
+answers with what it removed.
+
+LangGraph's checkpointer contract on top (langgraph.checkpoint.base): namespaces,
+parent ids, pending writes idempotent per (task_id, idx) with the special
+channels (error, interrupt, ...) upserted, delete_thread across namespaces,
+copy_thread, prune, delete_for_runs.
+
+Ownership (DESIGN §8): only a thread's owner writes checkpoints into it;
+operators write nothing; admins may release, prune or delete another user's
+checkpoints but never write content into them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from memoryadmin import roles
+from memoryadmin.audit import audit_record
+from memoryadmin.errors import Conflict, Forbidden, InvalidInput, NotFound
+
+from .checkpoint_selectors import (
+    WRITES_IDX_MAP,
+    checkpoint_as_dict,
+    checkpoint_id_validate,
+    checkpoint_ns_validate,
+    checkpoints_of,
+    is_langgraph_checkpoint,
+    next_nodes,
+    nodes_run,
+)
+from .models import Checkpoint, CheckpointWrite, Thread
+from .selectors import thread_get_for_admin, thread_get_for_owner_or_admin, thread_get_for_read, thread_id_validate
+
+NODE_ID_MAX = 255
+TASK_ID_MAX = 255
+TASK_PATH_MAX = 1024
+CHANNEL_MAX = 255
+RUN_ID_MAX = 128
+MAX_WRITES_PER_CALL = 10_000
+MAX_THREADS_PER_CALL = 1000
+
+PruneStrategy = Literal["keep_latest", "delete"]
+
+
+# --- input checks ------------------------------------------------------------------------------
+
+
+def _find_nul(value: Any, path: str) -> str | None:
+    """The path of the first string holding U+0000, which PostgreSQL's JSONB cannot store."""
+    stack = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return where
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if "\x00" in key:
+                    return where
+                stack.append((inner, f"{where}.{key}"))
+        elif isinstance(item, list):
+            stack.extend((inner, f"{where}[{index}]") for index, inner in enumerate(item))
+    return None
+
+
+def _json_value(value: Any, field_name: str) -> Any:
+    bad = _find_nul(value, field_name)
+    if bad is not None:
+        raise InvalidInput(
+            f"{bad} holds a NUL character (U+0000), which cannot be stored; send it as a blob.",
+            fields={field_name: [f"{bad} holds a NUL character (U+0000)."]},
+        )
+    return value
+
+
+def _json_object(value: Any, field_name: str, *, required: bool = False) -> dict[str, Any]:
+    if value is None and not required:
+        return {}
+    if not isinstance(value, dict):
+        message = "is required (a JSON object)." if value is None else "must be a JSON object."
+        raise InvalidInput(f"{field_name} {message}", fields={field_name: [message]})
+    return _json_value(value, field_name)
+
+
+def _short_text(value: Any, field_name: str, maximum: int, *, required: bool = False) -> str:
+    if value is None or value == "":
+        if required:
+            raise InvalidInput(f"{field_name} is required.", fields={field_name: ["is required."]})
+        return ""
+    if not isinstance(value, str) or len(value) > maximum or "\x00" in value:
+        message = f"must be a string of at most {maximum} characters."
+        raise InvalidInput(f"{field_name} {message}", fields={field_name: [message]})
+    return value
+
+
+@dataclass(frozen=True)
+class CheckpointInput:
+    checkpoint: dict[str, Any]
+    metadata: dict[str, Any]
+    checkpoint_ns: str
+    parent_checkpoint_id: str
+    node_id: str | None
+    next_node_id: str | None
+
+
+def checkpoint_input(
+    *,
+    checkpoint: Any,
+    metadata: Any = None,
+    checkpoint_ns: Any = None,
+    parent_checkpoint_id: Any = None,
+    node_id: Any = None,
+    next_node_id: Any = None,
+) -> CheckpointInput:
+    """Validate the body of a checkpoint put; every error names its field."""
+    body = _json_object(checkpoint, "checkpoint", required=True)
+    values = body.get("channel_values")
+    if values is not None and not isinstance(values, dict):
+        raise InvalidInput(
+            "checkpoint.channel_values must be a JSON object.",
+            fields={"checkpoint.channel_values": ["must be a JSON object."]},
+        )
+    parent = None
+    if parent_checkpoint_id not in (None, ""):
+        parent = checkpoint_id_validate(parent_checkpoint_id, "parent_checkpoint_id")
+    return CheckpointInput(
+        checkpoint=body,
+        metadata=_json_object(metadata, "metadata"),
+        checkpoint_ns=checkpoint_ns_validate(checkpoint_ns),
+        parent_checkpoint_id=parent or "",
+        node_id=None if node_id is None else _short_text(node_id, "node_id", NODE_ID_MAX),
+        next_node_id=None if next_node_id is None else _short_text(next_node_id, "next_node_id", NODE_ID_MAX),
+    )
+
+
+def _run_id(metadata: dict[str, Any]) -> str:
+    run_id = metadata.get("run_id")
+    return str(run_id)[:RUN_ID_MAX] if isinstance(run_id, str | int) and not isinstance(run_id, bool) else ""
+
+
+# --- ownership ---------------------------------------------------------------------------------
+
+
+def _deny(thread_id: str, action: str, message: str) -> Forbidden:
+    return Forbidden(message, target=f"thread:{thread_id}", action=action)
+
+
+def _ensure_may_write(actor, thread_id: str, action: str) -> None:
+    if roles.is_operator(actor):
+        raise _deny(thread_id, action, "Operators have read-only access.")
+
+
+def _ensure_owner(actor, thread: Thread, action: str) -> None:
+    """Only the owner writes content into a thread: not another member, not an admin."""
+    if thread.owner_id != actor.pk:
+        raise _deny(thread.thread_id, action, "This thread belongs to another user.")
+
+
+def _thread_for_write(*, actor, thread_id: str, action: str, create: bool) -> tuple[Thread, bool]:
+    """The thread locked for this transaction, created for the actor when `create` and new.
+
+    Two first writes of one new thread race on the unique thread_id: the loser's
+    insert fails and it then locks the winner's row (as the agent-state save does).
+    """
+    thread_id_validate(thread_id)
+    _ensure_may_write(actor, thread_id, action)
+    thread = Thread.objects.select_for_update().filter(thread_id=thread_id).first()
+    created = False
+    if thread is None:
+        if not create:
+            raise NotFound(f"Thread {thread_id!r} does not exist.")
+        try:
+            with transaction.atomic():
+                thread = Thread.objects.create(thread_id=thread_id, owner=actor)
+                created = True
+        except IntegrityError:
+            thread = Thread.objects.select_for_update().get(thread_id=thread_id)
+    _ensure_owner(actor, thread, action)
+    return thread, created
+
+
+def _touch(thread: Thread) -> None:
+    Thread.objects.filter(pk=thread.pk).update(updated_at=timezone.now())
+
+
+# --- put, replace, writes ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PutResult:
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    created: bool
+
+    def as_dict(self) -> dict[str, str]:
+        return {"thread_id": self.thread_id, "checkpoint_ns": self.checkpoint_ns, "checkpoint_id": self.checkpoint_id}
+
+
+def _positions(thread: Thread, data: CheckpointInput) -> tuple[str, str]:
+    """node_id and next_node_id: as given, else read from a LangGraph checkpoint's versions."""
+    node_id, next_node_id = data.node_id, data.next_node_id
+    if is_langgraph_checkpoint(data.checkpoint):
+        if next_node_id is None:
+            next_node_id = ",".join(next_nodes(data.checkpoint))[:NODE_ID_MAX]
+        if node_id is None:
+            parent_seen = None
+            if data.parent_checkpoint_id:
+                parent_seen = (
+                    Checkpoint.objects.filter(
+                        thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=data.parent_checkpoint_id
+                    )
+                    .values_list("checkpoint__versions_seen", flat=True)
+                    .first()
+                )
+            node_id = ",".join(nodes_run(data.checkpoint["versions_seen"], parent_seen))[:NODE_ID_MAX]
+    return node_id or "", next_node_id or ""
+
+
+def _fields(thread: Thread, data: CheckpointInput) -> dict[str, Any]:
+    node_id, next_node_id = _positions(thread, data)
+    return {
+        "parent_checkpoint_id": data.parent_checkpoint_id,
+        "checkpoint": data.checkpoint,
+        "metadata": data.metadata,
+        "run_id": _run_id(data.metadata),
+        "node_id": node_id,
+        "next_node_id": next_node_id,
+    }
+
+
+@transaction.atomic
+def checkpoint_put(*, actor, thread_id: str, data: CheckpointInput, checkpoint_id: Any = None) -> PutResult:
+    """Push a checkpoint, or upsert it by id (POST /threads/{id}/checkpoints).
+
+    Seed 000's put: without an id a new checkpoint is pushed and becomes the
+    latest (the server makes its id). With an id, LangGraph's put: a new id is
+    pushed, an existing one is replaced in place (a retried put is idempotent).
+    The thread is created for the caller on its first checkpoint; another
+    user's thread is a 403 with nothing written.
+    """
+    if checkpoint_id in (None, ""):
+        checkpoint_id = str(uuid.uuid4())
+    else:
+        checkpoint_id_validate(checkpoint_id)
+    thread, _ = _thread_for_write(actor=actor, thread_id=thread_id, action="checkpoint.put", create=True)
+    fields = _fields(thread, data)
+    existing = Checkpoint.objects.filter(
+        thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id
+    ).first()
+    if existing is None:
+        Checkpoint.objects.create(thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id, **fields)
+    else:
+        for name, value in fields.items():
+            setattr(existing, name, value)
+        existing.save(update_fields=[*fields, "updated_at"])
+    _touch(thread)
+    return PutResult(thread.thread_id, data.checkpoint_ns, checkpoint_id, created=existing is None)
+
+
+@transaction.atomic
+def checkpoint_replace(*, actor, thread_id: str, checkpoint_id: str, data: CheckpointInput) -> PutResult:
+    """Replace a checkpoint in place (PUT /threads/{id}/checkpoints/{checkpoint_id}).
+
+    Seed 000's put with an id: the checkpoint keeps its position in the history;
+    an id (or thread) that does not exist is a 404 and nothing is written.
+    """
+    checkpoint_id_validate(checkpoint_id)
+    thread, _ = _thread_for_write(actor=actor, thread_id=thread_id, action="checkpoint.replace", create=False)
+    existing = Checkpoint.objects.filter(
+        thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id
+    ).first()
+    if existing is None:
+        raise NotFound(f"Checkpoint {checkpoint_id!r} does not exist in thread {thread_id!r}; nothing was written.")
+    fields = _fields(thread, data)
+    for name, value in fields.items():
+        setattr(existing, name, value)
+    existing.save(update_fields=[*fields, "updated_at"])
+    _touch(thread)
+    return PutResult(thread.thread_id, data.checkpoint_ns, checkpoint_id, created=False)
+
+
+@dataclass(frozen=True)
+class WriteInput:
+    task_id: str
+    task_path: str
+    writes: list[tuple[str, Any]]
+
+
+def write_input(*, task_id: Any, task_path: Any = None, writes: Any) -> WriteInput:
+    """Validate the body of a pending-writes call; every error names its field."""
+    task_id = _short_text(task_id, "task_id", TASK_ID_MAX, required=True)
+    task_path = _short_text(task_path, "task_path", TASK_PATH_MAX)
+    if not isinstance(writes, list):
+        raise InvalidInput("writes must be a list of {channel, value}.", fields={"writes": ["must be a list."]})
+    if len(writes) > MAX_WRITES_PER_CALL:
+        raise InvalidInput(
+            f"writes holds {len(writes)} items; the limit is {MAX_WRITES_PER_CALL}.",
+            fields={"writes": [f"at most {MAX_WRITES_PER_CALL} items."]},
+        )
+    parsed = []
+    for index, item in enumerate(writes):
+        where = f"writes[{index}]"
+        if not isinstance(item, dict) or "channel" not in item or "value" not in item:
+            raise InvalidInput(
+                f"{where} must be an object with channel and value.",
+                fields={where: ["must be an object with channel and value."]},
+            )
+        channel = _short_text(item["channel"], f"{where}.channel", CHANNEL_MAX, required=True)
+        parsed.append((channel, _json_value(item["value"], f"{where}.value")))
+    return WriteInput(task_id=task_id, task_path=task_path, writes=parsed)
+
+
+@transaction.atomic
+def checkpoint_put_writes(
+    *, actor, thread_id: str, checkpoint_id: str, checkpoint_ns: Any = None, data: WriteInput
+) -> int:
+    """Store a task's pending writes against a checkpoint; returns how many rows were written.
+
+    LangGraph's put_writes: a write's index is its position, except for the
+    special channels (WRITES_IDX_MAP: error -1, scheduled -2, interrupt -3,
+    resume -4). A (task_id, idx) already stored is kept for ordinary writes (a
+    retried task writes nothing twice) and replaced for special ones (the latest
+    error or interrupt wins).
+    """
+    checkpoint_id_validate(checkpoint_id)
+    checkpoint_ns = checkpoint_ns_validate(checkpoint_ns)
+    thread, _ = _thread_for_write(actor=actor, thread_id=thread_id, action="checkpoint.write", create=False)
+    checkpoint = Checkpoint.objects.filter(thread=thread, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id).first()
+    if checkpoint is None:
+        raise NotFound(f"Checkpoint {checkpoint_id!r} does not exist in thread {thread_id!r}.")
+    rows = {
+        WRITES_IDX_MAP.get(channel, index): (channel, value) for index, (channel, value) in enumerate(data.writes)
+    }
+    stored = {
+        write.idx: write
+        for write in CheckpointWrite.objects.filter(checkpoint=checkpoint, task_id=data.task_id, idx__in=list(rows))
+    }
+    new, replaced = [], []
+    for idx, (channel, value) in rows.items():
+        current = stored.get(idx)
+        if current is None:
+            new.append(
+                CheckpointWrite(
+                    checkpoint=checkpoint, task_id=data.task_id, task_path=data.task_path, idx=idx, channel=channel, value=value
+                )
+            )
+        elif idx < 0:
+            current.channel, current.value, current.task_path = channel, value, data.task_path
+            replaced.append(current)
+    CheckpointWrite.objects.bulk_create(new, batch_size=1000)
+    if replaced:
+        CheckpointWrite.objects.bulk_update(replaced, ["channel", "value", "task_path"])
+    return len(new) + len(replaced)
+
+
+# --- removal: release, delete_thread, prune, delete_for_runs ----------------------------------
+
+
+@transaction.atomic
+def checkpoint_release(*, actor, thread_id: str, request=None) -> dict[str, Any]:
+    """Admin: remove every checkpoint (all namespaces, with their writes) and return them.
+
+    Seed 000's release: the answer is the tag `{thread_id, checkpoints}` of what
+    was removed, newest first. The thread and its blocks stay.
+    """
+    thread = thread_get_for_admin(actor=actor, thread_id=thread_id, action="checkpoint.release", lock=True)
+    released = [checkpoint_as_dict(row, thread=thread) for row in checkpoints_of(thread)]
+    Checkpoint.objects.filter(thread=thread).delete()
+    _touch(thread)
+    audit_record(
+        actor=actor,
+        action="checkpoint.release",
+        target=f"thread:{thread.thread_id}",
+        detail={"owner": thread.owner.get_username(), "checkpoints": len(released)},
+        request=request,
+    )
+    return {"thread_id": thread.thread_id, "checkpoints": released}
+
+
+@transaction.atomic
+def checkpoint_delete_thread(*, actor, thread_id: str, request=None) -> int:
+    """LangGraph's delete_thread: every checkpoint and write of the thread, all namespaces.
+
+    The owner or an admin; the thread itself (and its blocks) stays. Returns how
+    many checkpoints were removed.
+    """
+    thread = thread_get_for_owner_or_admin(actor=actor, thread_id=thread_id, action="checkpoint.delete_thread", lock=True)
+    count = Checkpoint.objects.filter(thread=thread).count()
+    Checkpoint.objects.filter(thread=thread).delete()
+    _touch(thread)
+    audit_record(
+        actor=actor,
+        action="checkpoint.delete_thread",
+        target=f"thread:{thread.thread_id}",
+        detail={"owner": thread.owner.get_username(), "checkpoints": count},
+        request=request,
+    )
+    return count
+
+
+def thread_ids_input(value: Any, field_name: str = "thread_ids") -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise InvalidInput(f"{field_name} must be a list of thread ids.", fields={field_name: ["must be a list of strings."]})
+    if len(value) > MAX_THREADS_PER_CALL:
+        message = f"at most {MAX_THREADS_PER_CALL} ids."
+        raise InvalidInput(f"{field_name}: {message}", fields={field_name: [message]})
+    for index, item in enumerate(value):
+        try:
+            thread_id_validate(item)
+        except InvalidInput:
+            raise InvalidInput(
+                f"{field_name}[{index}] is not a valid thread id.", fields={f"{field_name}[{index}]": ["is not a valid thread id."]}
+            ) from None
+    return list(dict.fromkeys(value))
+
+
+@transaction.atomic
+def checkpoint_prune(*, actor, thread_ids: Iterable[str], strategy: Any = "keep_latest", request=None) -> dict[str, int]:
+    """LangGraph's prune: keep only the latest checkpoint of each namespace, or delete them all.
+
+    Threads that do not exist are skipped (as LangGraph's savers do); a thread
+    the actor may not delete (another member's, or any for an operator) is a 403
+    and nothing is pruned. The latest checkpoint keeps its pending writes.
+    """
+    if strategy not in ("keep_latest", "delete"):
+        raise InvalidInput(
+            "strategy must be keep_latest or delete.", fields={"strategy": ["must be keep_latest or delete."]}
+        )
+    ids = thread_ids_input(list(thread_ids))
+    _ensure_may_write(actor, ids[0] if ids else "", "checkpoint.prune")
+    threads = list(Thread.objects.select_for_update().filter(thread_id__in=ids).order_by("pk"))
+    for thread in threads:
+        if not (roles.is_admin(actor) or thread.owner_id == actor.pk):
+            raise _deny(thread.thread_id, "checkpoint.prune", "This thread belongs to another user.")
+    qs = Checkpoint.objects.filter(thread__in=threads)
+    if strategy == "keep_latest":
+        keep = (
+            Checkpoint.objects.filter(thread__in=threads)
+            .values("thread", "checkpoint_ns")
+            .annotate(latest=Max("id"))
+            .values_list("latest", flat=True)
+        )
+        qs = qs.exclude(pk__in=list(keep))
+    removed = qs.count()
+    qs.delete()
+    if threads:
+        audit_record(
+            actor=actor,
+            action="checkpoint.prune",
+            target=",".join(f"thread:{t.thread_id}" for t in threads)[:200],
+            detail={"strategy": strategy, "threads": [t.thread_id for t in threads], "checkpoints": removed},
+            request=request,
+        )
+    return {"threads": len(threads), "checkpoints": removed}
+
+
+def run_ids_input(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and 0 < len(item) <= RUN_ID_MAX for item in value):
+        message = f"must be a list of run ids (1 to {RUN_ID_MAX} characters)."
+        raise InvalidInput(f"run_ids {message}", fields={"run_ids": [message]})
+    if len(value) > MAX_THREADS_PER_CALL:
+        raise InvalidInput("run_ids: too many ids.", fields={"run_ids": [f"at most {MAX_THREADS_PER_CALL} ids."]})
+    return list(dict.fromkeys(value))
+
+
+@transaction.atomic
+def checkpoint_delete_for_runs(*, actor, run_ids: Any, request=None) -> int:
+    """LangGraph's delete_for_runs: checkpoints (and writes) whose metadata run_id is listed.
+
+    Only the actor's own threads are searched, so a run id never reaches
+    another user's checkpoints; operators write nothing.
+    """
+    ids = run_ids_input(run_ids)
+    _ensure_may_write(actor, "", "checkpoint.delete_for_runs")
+    if not ids:
+        return 0
+    qs = Checkpoint.objects.filter(thread__owner=actor, run_id__in=ids)
+    removed = qs.count()
+    if removed:
+        qs.delete()
+        audit_record(
+            actor=actor,
+            action="checkpoint.delete_for_runs",
+            target=f"user:{actor.get_username()}"[:200],
+            detail={"run_ids": ids[:50], "checkpoints": removed},
+            request=request,
+        )
+    return removed
+
+
+# --- copy ----------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def checkpoint_copy_thread(*, actor, source_thread_id: str, target_thread_id: Any = None) -> Thread:
+    """LangGraph's copy_thread: every checkpoint and write of a thread, into another thread.
+
+    The actor must be able to read the source and write the target: the target
+    is created for the actor, or is the actor's own thread still without
+    checkpoints (else 409). Order, namespaces, parents, metadata and creation
+    times are kept. The new thread takes the source's metadata.
+    """
+    source = thread_get_for_read(actor=actor, thread_id=source_thread_id)
+    target_id = str(uuid.uuid4()) if target_thread_id in (None, "") else target_thread_id
+    if target_id == source.thread_id:
+        raise InvalidInput("thread_id must differ from the source thread.", fields={"thread_id": ["must differ from the source."]})
+    target, created = _thread_for_write(actor=actor, thread_id=target_id, action="checkpoint.copy", create=True)
+    if not created and Checkpoint.objects.filter(thread=target).exists():
+        raise Conflict(f"Thread {target_id!r} already has checkpoints.", fields={"thread_id": ["already has checkpoints."]})
+    if created:
+        target.metadata = source.metadata
+        target.save(update_fields=["metadata", "updated_at"])
+    originals = list(Checkpoint.objects.filter(thread=source).order_by("id"))
+    copies = [
+        Checkpoint(
+            thread=target,
+            checkpoint_ns=row.checkpoint_ns,
+            checkpoint_id=row.checkpoint_id,
+            parent_checkpoint_id=row.parent_checkpoint_id,
+            checkpoint=row.checkpoint,
+            metadata=row.metadata,
+            run_id=row.run_id,
+            node_id=row.node_id,
+            next_node_id=row.next_node_id,
+            created_at=row.created_at,
+        )
+        for row in originals
+    ]
+    # One INSERT whose rows take increasing keys in list order, so the copy keeps the
+    # source's history order; the keys come back (RETURNING) to re-attach the writes.
+    Checkpoint.objects.bulk_create(copies, batch_size=500)
+    new_pk = {row.pk: copy.pk for row, copy in zip(originals, copies, strict=True)}
+    writes = [
+        CheckpointWrite(
+            checkpoint_id=new_pk[write.checkpoint_id],
+            task_id=write.task_id,
+            task_path=write.task_path,
+            idx=write.idx,
+            channel=write.channel,
+            value=write.value,
+            created_at=write.created_at,
+        )
+        for write in CheckpointWrite.objects.filter(checkpoint__thread=source).order_by("id")
+    ]
+    CheckpointWrite.objects.bulk_create(writes, batch_size=1000)
+    return target
+
+
+# --- LangGraph's thread writes (POST /threads, PATCH /threads/{id}) ---------------------------------
+
+
+@transaction.atomic
+def thread_create(*, actor, thread_id: Any = None, metadata: Any = None, if_exists: Any = None) -> tuple[Thread, bool]:
+    """LangGraph's thread create: the id is optional (a uuid is made), metadata is stored.
+
+    `if_exists` "raise" (the default) answers 409 when the id is taken;
+    "do_nothing" returns the existing thread when the actor may read it (403 otherwise).
+    """
+    if if_exists in (None, ""):
+        if_exists = "raise"
+    if if_exists not in ("raise", "do_nothing"):
+        raise InvalidInput("if_exists must be raise or do_nothing.", fields={"if_exists": ["must be raise or do_nothing."]})
+    metadata = _json_object(metadata, "metadata")
+    thread_id = str(uuid.uuid4()) if thread_id in (None, "") else thread_id
+    thread_id_validate(thread_id)
+    _ensure_may_write(actor, thread_id, "thread.create")
+    if Thread.objects.filter(thread_id=thread_id).exists():
+        if if_exists == "raise":
+            raise Conflict(f"Thread {thread_id!r} already exists.", fields={"thread_id": ["already exists."]})
+        return thread_get_for_read(actor=actor, thread_id=thread_id), False
+    try:
+        with transaction.atomic():
+            thread = Thread.objects.create(thread_id=thread_id, owner=actor, metadata=metadata)
+    except IntegrityError:
+        if if_exists == "raise":
+            raise Conflict(f"Thread {thread_id!r} already exists.", fields={"thread_id": ["already exists."]}) from None
+        return thread_get_for_read(actor=actor, thread_id=thread_id), False
+    return thread, True
+
+
+@transaction.atomic
+def thread_update_metadata(*, actor, thread_id: str, metadata: Any) -> Thread:
+    """LangGraph's thread update: the given metadata keys are merged into the thread's (owner only)."""
+    metadata = _json_object(metadata, "metadata", required=True)
+    thread, _ = _thread_for_write(actor=actor, thread_id=thread_id, action="thread.update", create=False)
+    thread.metadata = {**(thread.metadata or {}), **metadata}
+    thread.save(update_fields=["metadata", "updated_at"])
+    return thread
