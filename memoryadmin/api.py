@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.pagination import CursorPagination
@@ -28,6 +29,8 @@ def exception_handler(exc, context):
         if isinstance(exc, Forbidden) and request is not None:
             audit_denial(request=request, exc=exc)
         return Response(exc.as_dict(), status=exc.status)
+    if isinstance(exc, OperationalError | InterfaceError):
+        return database_unavailable_response()
     if isinstance(exc, RequestDataTooBig):
         return Response({"code": "too_large", "detail": str(exc)}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, Http404):
@@ -47,6 +50,15 @@ def exception_handler(exc, context):
         detail = exc.detail if isinstance(exc.detail, str) else _flatten_drf_detail(exc.detail)
         response.data = {"code": getattr(exc.detail, "code", None) or exc.default_code, "detail": detail}
     return response
+
+
+def database_unavailable_response() -> Response:
+    """503 while the database is unreachable; the next request reconnects by itself."""
+    return Response(
+        {"code": "unavailable", "detail": "The database is not answering; retry shortly."},
+        status=status.HTTP_503_SERVICE_UNAVAILABLE,
+        headers={"Retry-After": "5"},
+    )
 
 
 class SeqCursorPagination(CursorPagination):

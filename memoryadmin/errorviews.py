@@ -1,5 +1,8 @@
 """Error pages: JSON under /api/, HTML elsewhere."""
 
+import sys
+
+from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
 from django.shortcuts import render
 
@@ -20,4 +23,9 @@ def not_found(request, exception=None):
 
 
 def server_error(request):
+    # An outage met outside a view (in a middleware) lands here: still a 503, not a 500.
+    if isinstance(sys.exc_info()[1], OperationalError | InterfaceError):
+        from .middleware import database_unavailable
+
+        return database_unavailable(request)
     return _answer(request, 500, "Something went wrong on our side; it has been logged.")

@@ -3,6 +3,7 @@ from __future__ import annotations
 import time
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 
@@ -27,25 +28,49 @@ class RequestMetricsMiddleware:
         return response
 
 
-class BodySizeLimitMiddleware:
-    """Refuses a body larger than MEMORYADMIN_MAX_BODY_BYTES with 413, before reading it."""
+class RequestLimitsMiddleware:
+    """Refuses what no view can handle, before any view runs.
+
+    A body larger than MEMORYADMIN_MAX_BODY_BYTES is a 413, unread. A NUL character
+    in the path or the query string is a 400: PostgreSQL text cannot hold one, so a
+    filter carrying it would otherwise fail inside the database.
+    """
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
+        if "\x00" in request.path or _query_has_nul(request):
+            return _refuse(request, 400, "invalid", "NUL characters are not allowed in URLs.")
         limit = settings.MEMORYADMIN_MAX_BODY_BYTES
         raw = request.META.get("CONTENT_LENGTH") or "0"
         try:
             length = int(raw)
         except ValueError:
-            return JsonResponse({"code": "invalid", "detail": "Content-Length is not a number."}, status=400)
+            return _refuse(request, 400, "invalid", "Content-Length is not a number.")
         if length > limit:
-            detail = f"Request body of {length} bytes exceeds the limit of {limit} bytes."
-            if request.path.startswith("/api/"):
-                return JsonResponse({"code": "too_large", "detail": detail}, status=413)
-            return HttpResponse(detail, status=413, content_type="text/plain")
+            return _refuse(request, 413, "too_large", f"Request body of {length} bytes exceeds the limit of {limit} bytes.")
         return self.get_response(request)
+
+
+def _query_has_nul(request) -> bool:
+    return any("\x00" in key or any("\x00" in value for value in values) for key, values in request.GET.lists())
+
+
+def _refuse(request, status: int, code: str, detail: str):
+    if request.path.startswith("/api/"):
+        return JsonResponse({"code": code, "detail": detail}, status=status)
+    return HttpResponse(detail, status=status, content_type="text/plain; charset=utf-8")
+
+
+def database_unavailable(request):
+    detail = "The database is not answering; retry shortly."
+    if request.path.startswith("/api/"):
+        response = JsonResponse({"code": "unavailable", "detail": detail}, status=503)
+    else:
+        response = HttpResponse(detail, status=503, content_type="text/plain; charset=utf-8")
+    response["Retry-After"] = "5"
+    return response
 
 
 class DomainErrorMiddleware:
@@ -58,6 +83,8 @@ class DomainErrorMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exc):
+        if isinstance(exc, OperationalError | InterfaceError):
+            return database_unavailable(request)
         if not isinstance(exc, DomainError):
             return None
         if isinstance(exc, Forbidden):

@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "csp",
+    "axes",
     "memoryadmin",
     "sessions_app",
     "store_app",
@@ -97,7 +98,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "memoryadmin.middleware.RequestMetricsMiddleware",
-    "memoryadmin.middleware.BodySizeLimitMiddleware",
+    "memoryadmin.middleware.RequestLimitsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -109,6 +110,8 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "memoryadmin.middleware.DomainErrorMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its lockout answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "memoryadmin.urls"
@@ -150,8 +153,47 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
     (BASE_DIR / "var").mkdir(exist_ok=True)
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Connections (docs/scaling.md "Connections"): by default each worker thread keeps
+    # its connection for DJANGO_CONN_MAX_AGE seconds; DJANGO_DB_POOL=1 gives each
+    # process a psycopg pool instead (Django refuses a pool with persistent connections).
+    if env_bool("DJANGO_DB_POOL", False):
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": env_int("DJANGO_DB_POOL_MIN_SIZE", 2),
+            "max_size": env_int("DJANGO_DB_POOL_MAX_SIZE", 4),
+            "timeout": env_int("DJANGO_DB_POOL_TIMEOUT", 10),
+        }
+    # Behind PgBouncer in transaction mode a server-side cursor would outlive the
+    # transaction that opened it on the server connection; turn them off there.
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = env_bool("DJANGO_DB_DISABLE_SERVER_SIDE_CURSORS", False)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+
+# Login lockout (django-axes): this many failures for one username from one address
+# lock that pair out for AXES_COOLOFF_TIME hours.
+AXES_FAILURE_LIMIT = env_int("MEMORYADMIN_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = env_int("MEMORYADMIN_LOGIN_COOLOFF_MINUTES", 15) / 60
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+
+# Shared by the throttles and the login lockout. The default cache lives in each
+# process; set DJANGO_CACHE_URL=redis://… so several processes share one count.
+_cache_url = env_str("DJANGO_CACHE_URL", "")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
+        if _cache_url.startswith(("redis://", "rediss://"))
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "memoryadmin"}
+    )
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -206,6 +248,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["memoryadmin.json.ORJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "memoryadmin.api.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["memoryadmin.throttling.ClientRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        # Per API key (or per signed-in user when no key is used).
+        "client": env_str("MEMORYADMIN_THROTTLE_RATE", "6000/min"),
+    },
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 
@@ -251,6 +298,8 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
 SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
+# Asking browsers to preload HSTS is a commitment for the whole domain: opt in.
+SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0 and env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
 SECURE_PROXY_SSL_HEADER = (
     ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("DJANGO_BEHIND_TLS_PROXY", False) else None
 )

@@ -11,6 +11,8 @@ from typing import Any
 
 import orjson
 
+from memoryadmin.jsoncheck import json_storage_problem
+
 ROLE_ALIASES = {
     "user": "user",
     "human": "user",
@@ -82,6 +84,9 @@ def parse_message(message: Any, where: str) -> tuple[ParsedMessage | None, dict[
         errors[f"{where}.content"] = ["content parts must be strings or objects."]
     if "block_type" in message and not isinstance(message["block_type"], str):
         errors[f"{where}.block_type"] = ["must be a string."]
+    problem = json_storage_problem(message)
+    if problem:
+        errors[where] = [f"{problem}."]
     if errors:
         return None, errors
     normalized = ROLE_ALIASES[role]

@@ -19,6 +19,7 @@ from django.utils import timezone
 from memoryadmin import roles
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Forbidden, InvalidInput
+from memoryadmin.jsoncheck import json_storage_problem
 from memoryadmin.metrics import BLOCK_APPEND, BLOCK_ARCHIVE_WRITE, BLOCK_PERSIST_FAIL, BLOCK_TRUNCATE
 
 from .messages import ContextHasher, ParsedMessage, canonical, parse_message
@@ -152,10 +153,14 @@ def thread_save_agent_state(
         thread_id_validate(thread_id)
         agent_code = _validate_agent_code(agent_code)
         _validate_context_shape(context)
-        if extra_state_given and extra_state is not None and not isinstance(extra_state, dict):
-            raise InvalidInput(
-                "extra_state must be a JSON object or null.", fields={"extra_state": ["must be an object or null."]}
-            )
+        if extra_state_given and extra_state is not None:
+            if not isinstance(extra_state, dict):
+                raise InvalidInput(
+                    "extra_state must be a JSON object or null.", fields={"extra_state": ["must be an object or null."]}
+                )
+            problem = json_storage_problem(extra_state)
+            if problem:
+                raise InvalidInput(f"extra_state {problem}.", fields={"extra_state": [f"{problem}."]})
         _ensure_can_write_at_all(actor, thread_id)
         result, counters = _save(
             actor=actor,

@@ -72,7 +72,8 @@ def test_demo_data_loads_through_the_services(client):
 
     kyoto = Thread.objects.get(thread_id="kyoto-trip")
     assert kyoto.rewrite_count >= 2 and kyoto.archived_count > 0
-    assert client.login(username="admin", password="memoryadmin")
+    response = client.post("/accounts/login/", {"username": "admin", "password": "memoryadmin"})
+    assert response.status_code == 302
     assert client.get("/threads/kyoto-trip/").status_code == 200
     # Running it again adds nothing.
     call_command("demo_data", stdout=out)

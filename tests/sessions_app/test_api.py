@@ -122,6 +122,15 @@ def test_an_oversized_body_gets_413_and_writes_nothing(alice_api):
     assert not Thread.objects.exists()
 
 
+def test_nul_characters_are_refused_in_bodies_and_urls(alice_api):
+    response = alice_api.generic("PUT", STATE.format("t1"), '{"agent_code": "bot", "context": [{"role": "user", "content": "a\\u0000b"}]}', content_type="application/json")
+    assert response.status_code == 400 and "context[0]" in response.json()["errors"]
+    for url in ("/api/v1/threads?q=%00", "/api/v1/threads?agent_code=a%00b", "/api/v1/threads/t%001/agent-state"):
+        response = alice_api.get(url)
+        assert response.status_code == 400, url
+    assert not Thread.objects.exists()
+
+
 def test_unknown_thread_is_404(alice_api):
     for url in (STATE.format("nope"), "/api/v1/threads/nope", "/api/v1/threads/nope/messages"):
         assert alice_api.get(url).status_code == 404

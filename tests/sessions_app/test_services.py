@@ -174,12 +174,24 @@ def test_operators_write_nothing_at_all(operator):
         (["just text"], "context[0]"),
         ([{"role": "user", "content": "ok"}, {"role": "user", "content": [1, 2]}], "context[1].content"),
         ([{"role": "user", "content": "big", "n": 2**70}], "context"),
+        ([{"role": "user", "content": "nul \x00 inside"}], "context[0]"),
+        ([{"role": "user", "content": "x", "meta": {"k\x00": 1}}], "context[0]"),
+        ([{"role": "user", "content": "lone \ud800 surrogate"}], "context[0]"),
+        ([{"role": "user", "content": "x", "score": float("nan")}], "context[0]"),
     ],
 )
 def test_bad_messages_are_refused_naming_the_field(alice, context, field):
     with pytest.raises(InvalidInput) as caught:
         save(alice, context)
     assert field in caught.value.fields
+    assert not Thread.objects.exists()
+
+
+@pytest.mark.parametrize("extra_state", [[1], "text", {"a": "\x00"}, {"a": float("inf")}])
+def test_bad_extra_state_is_refused(alice, extra_state):
+    with pytest.raises(InvalidInput) as caught:
+        save(alice, turns(1), extra_state=extra_state, extra_state_given=True)
+    assert "extra_state" in caught.value.fields
     assert not Thread.objects.exists()
 
 
