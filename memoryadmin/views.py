@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import os
+
 from django.db import connection
 from django.db.utils import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import multiprocess
 
 
 @require_GET
@@ -21,4 +24,13 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus exposition; under several gunicorn workers, the sum over all of them.
+
+    gunicorn.conf.py sets PROMETHEUS_MULTIPROC_DIR, where every worker writes its
+    values; a scrape lands on one worker, which must then read them all.
+    """
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
     return HttpResponse(generate_latest(), content_type=CONTENT_TYPE_LATEST)
