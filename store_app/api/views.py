@@ -1,0 +1,150 @@
+"""Store endpoints: the LangGraph server's store API (DESIGN §9), so `langgraph-sdk` works unchanged.
+
+Thin: parameters go to selectors and services as given; they validate and
+decide. A missing item is `200 null`, as the LangGraph server answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import JsonResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memoryadmin.errors import InvalidInput
+
+from .. import selectors, services
+from ..models import StoreItem
+from ..namespaces import namespace_from_path
+from . import serializers as s
+
+_TRUE = {"true", "1", "yes"}
+_FALSE = {"false", "0", "no"}
+
+
+def _body(request: Request) -> dict[str, Any]:
+    data = request.data
+    if not isinstance(data, dict):
+        raise InvalidInput("The body must be a JSON object.", fields={"body": ["must be a JSON object."]})
+    return data
+
+
+def _required(data, name: str) -> Any:
+    if name not in data:
+        raise InvalidInput(f"{name} is required.", fields={name: ["is required."]})
+    return data[name]
+
+
+def _flag(value: Any, *, field: str, default: bool) -> bool:
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
+        return value.lower() in _TRUE
+    raise InvalidInput(f"{field} must be true or false.", fields={field: ["must be true or false."]})
+
+
+def item_as_dict(item: StoreItem, *, with_score: bool = False) -> dict[str, Any]:
+    body = {
+        "namespace": list(item.namespace),
+        "key": item.key,
+        "value": item.value,
+        "created_at": item.created_at,
+        "updated_at": item.updated_at,
+    }
+    if with_score:
+        body["score"] = getattr(item, "score", None)
+    return body
+
+
+class StoreItemsView(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("namespace", OpenApiTypes.STR, required=True, description="Labels joined with '.', e.g. users.u1.prefs"),
+            OpenApiParameter("key", OpenApiTypes.STR, required=True),
+            OpenApiParameter("refresh_ttl", OpenApiTypes.BOOL, description="Reset the TTL of an item you own (default true)."),
+        ],
+        responses={200: OpenApiResponse(s.StoreItemSerializer, description="The item, or null when there is none.")},
+        summary="Get a store item",
+    )
+    def get(self, request: Request) -> Response | JsonResponse:
+        params = request.query_params
+        namespace = namespace_from_path(_required(params, "namespace"))
+        refresh = _flag(params.get("refresh_ttl"), field="refresh_ttl", default=True)
+        item = selectors.store_item_get_for_read(actor=request.user, namespace=list(namespace), key=_required(params, "key"))
+        if item is None:
+            return JsonResponse(None, safe=False)
+        if refresh:
+            services.store_ttl_refresh(actor=request.user, items=[item])
+        return Response(item_as_dict(item))
+
+    @extend_schema(request=s.StorePutSerializer, responses={204: None}, summary="Put (upsert) a store item")
+    def put(self, request: Request) -> Response:
+        data = _body(request)
+        services.store_item_put(
+            actor=request.user,
+            namespace=_required(data, "namespace"),
+            key=_required(data, "key"),
+            value=_required(data, "value"),
+            ttl=data.get("ttl"),
+            index=data.get("index"),
+        )
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=s.StoreDeleteSerializer, responses={204: None}, summary="Delete a store item")
+    def delete(self, request: Request) -> Response:
+        data = _body(request)
+        services.store_item_delete(
+            actor=request.user,
+            namespace=_required(data, "namespace"),
+            key=_required(data, "key"),
+            request=request,
+        )
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class StoreSearchView(APIView):
+    @extend_schema(
+        request=s.StoreSearchRequestSerializer,
+        responses=s.StoreSearchResponseSerializer,
+        summary="Search store items under a namespace prefix",
+    )
+    def post(self, request: Request) -> Response:
+        data = _body(request)
+        search = selectors.store_search_validate(
+            namespace_prefix=data.get("namespace_prefix", []),
+            filter=data.get("filter"),
+            query=data.get("query"),
+            limit=data.get("limit", 10),
+            offset=data.get("offset", 0),
+        )
+        refresh = _flag(data.get("refresh_ttl"), field="refresh_ttl", default=True)
+        items = selectors.store_item_search(actor=request.user, request=search)
+        if refresh:
+            services.store_ttl_refresh(actor=request.user, items=items)
+        return Response({"items": [item_as_dict(item, with_score=True) for item in items]})
+
+
+class StoreNamespacesView(APIView):
+    @extend_schema(
+        request=s.StoreNamespacesRequestSerializer,
+        responses=s.StoreNamespacesResponseSerializer,
+        summary="List namespaces",
+    )
+    def post(self, request: Request) -> Response:
+        data = _body(request)
+        namespaces = selectors.store_namespace_list(
+            actor=request.user,
+            prefix=data.get("prefix"),
+            suffix=data.get("suffix"),
+            max_depth=data.get("max_depth"),
+            limit=data.get("limit", 100),
+            offset=data.get("offset", 0),
+        )
+        return Response({"namespaces": [list(namespace) for namespace in namespaces]})

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import connections, models
+from django.db.models import Q
+from django.utils import timezone
+
+from memoryadmin import roles
+
+from .namespaces import MAX_KEY_BYTES, MAX_PATH_BYTES, SEPARATOR, Namespace, namespace_to_path
+
+
+class StoreItemQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "StoreItemQuerySet":
+        """Members see their own items; operators and admins see every item."""
+        if roles.can_read_all(user):
+            return self
+        if user is None or not user.is_authenticated:
+            return self.none()
+        return self.filter(owner=user)
+
+    def live(self, now=None) -> "StoreItemQuerySet":
+        """Items whose TTL has not run out: expired items are gone for every reader."""
+        now = now or timezone.now()
+        return self.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+
+    def in_namespace(self, namespace: Namespace) -> "StoreItemQuerySet":
+        return self.filter(namespace_path=namespace_to_path(namespace))
+
+    def under(self, namespace: Namespace) -> "StoreItemQuerySet":
+        """Items in the namespace or below it, matched by whole labels.
+
+        ("a", "b") matches a.b and a.b.c, never a.bc. PostgreSQL: `path = p OR
+        path LIKE 'p.%'` on the varchar_pattern_ops index (Django escapes "_", "%"
+        and "\\" in p, so "user_1" never matches "userX1"). SQLite's LIKE
+        ignores case, so there the same set is the range p. <= path < p/ ("/"
+        follows "." in every encoding), which its binary-collated index serves.
+        """
+        if not namespace:
+            return self
+        path = namespace_to_path(namespace)
+        if connections[self.db].vendor == "postgresql":
+            below = Q(namespace_path__startswith=path + SEPARATOR)
+        else:
+            below = Q(namespace_path__gte=path + SEPARATOR, namespace_path__lt=path + "/")
+        return self.filter(Q(namespace_path=path) | below)
+
+
+class StoreItem(models.Model):
+    """One long-term memory: (namespace, key) -> JSON object, owned by its first writer."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="store_items")
+    # The namespace's labels joined with "." (no label holds one): the text that
+    # prefix scans match and indexes serve. `depth` is the number of labels.
+    namespace_path = models.CharField(max_length=MAX_PATH_BYTES)
+    depth = models.PositiveSmallIntegerField()
+    key = models.CharField(max_length=MAX_KEY_BYTES)
+    value = models.JSONField()
+    # The TTL as given (minutes in the API); each refresh moves expires_at to now + ttl.
+    ttl = models.DurationField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = StoreItemQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace_path", "key"], name="store_item_ns_key_uniq"),
+        ]
+        # PostgreSQL-only indexes (pattern ops, GIN on value, tsvector) are made by
+        # migration 0002; these exist on every database.
+        indexes = [
+            models.Index(fields=["-updated_at", "-id"], name="store_item_updated_idx"),
+            models.Index(fields=["owner", "-updated_at", "-id"], name="store_item_owner_updated_idx"),
+            models.Index(fields=["owner", "namespace_path"], name="store_item_owner_path_idx"),
+            models.Index(
+                fields=["expires_at"], name="store_item_expires_idx", condition=Q(expires_at__isnull=False)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace_path}/{self.key}"
+
+    @property
+    def namespace(self) -> Namespace:
+        return tuple(self.namespace_path.split(SEPARATOR))
+
+    @property
+    def target(self) -> str:
+        """How the audit log names this item."""
+        return item_target(self.namespace, self.key)
+
+    @property
+    def ttl_minutes(self) -> float | None:
+        return self.ttl.total_seconds() / 60 if self.ttl is not None else None
+
+    def is_expired(self, now=None) -> bool:
+        return self.expires_at is not None and self.expires_at <= (now or timezone.now())
+
+
+def item_target(namespace: Namespace, key: str) -> str:
+    return f"store:{namespace_to_path(namespace)}/{key}"
+

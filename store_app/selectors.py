@@ -1,0 +1,269 @@
+"""Reads of the long-term store. Each takes the acting user: ownership is decided here.
+
+Members see their own items only; operators and admins see every item
+(DESIGN §8). Expired items are invisible to everyone. Every function here is a
+bounded number of queries whatever the store holds (DESIGN §7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, Max, Q
+from django.utils import timezone
+
+from memoryadmin import roles
+from memoryadmin.errors import Forbidden, InvalidInput, NotFound
+
+from .expressions import NamespaceHead, TextMatch, TextScore, ValueFilter, conditions_spec
+from .matching import filter_validate, query_terms
+from .models import StoreItem
+from .namespaces import (
+    MAX_DEPTH,
+    SEPARATOR,
+    Namespace,
+    key_validate,
+    literal_head,
+    namespace_to_path,
+    namespace_validate,
+    pattern_regex,
+)
+
+SEARCH_LIMIT_MAX = 1000
+NAMESPACES_LIMIT_MAX = 1000
+
+
+def int_param(value: Any, *, field: str, default: int, minimum: int = 0, maximum: int | None = None) -> int:
+    """An integer request parameter (JSON number or query string), bounded; 400 naming it otherwise."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            value = None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidInput(f"{field} must be an integer.", fields={field: ["must be an integer."]})
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
+        raise InvalidInput(f"{field} must be {bound}.", fields={field: [f"must be {bound}."]})
+    return value
+
+
+def _readable(item: StoreItem, actor, action: str) -> StoreItem:
+    if item.owner_id != actor.pk and not roles.can_read_all(actor):
+        raise Forbidden("This store item belongs to another user.", target=item.target, action=action)
+    return item
+
+
+def store_item_get_for_read(*, actor, namespace: Any, key: Any, now=None) -> StoreItem | None:
+    """The live item at (namespace, key), or None when there is none (LangGraph answers null).
+
+    Another member's item is a 403; operators and admins read every item.
+    """
+    namespace = namespace_validate(namespace)
+    key = key_validate(key)
+    if not namespace:
+        return None
+    item = (
+        StoreItem.objects.live(now)
+        .select_related("owner")
+        .filter(namespace_path=namespace_to_path(namespace), key=key)
+        .first()
+    )
+    if item is None:
+        return None
+    return _readable(item, actor, "store.read")
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    namespace_prefix: Namespace
+    filter_spec: str
+    has_filter: bool
+    terms: tuple[str, ...]
+    limit: int
+    offset: int
+
+
+def store_search_validate(
+    *, namespace_prefix: Any = (), filter: Any = None, query: Any = None, limit: Any = 10, offset: Any = 0
+) -> SearchRequest:
+    """Check a search's parameters; 400 naming the first bad one, before any query runs."""
+    prefix = namespace_validate(namespace_prefix if namespace_prefix is not None else [], field="namespace_prefix")
+    conditions = filter_validate(filter)
+    return SearchRequest(
+        namespace_prefix=prefix,
+        filter_spec=conditions_spec(conditions),
+        has_filter=bool(conditions),
+        terms=query_terms(query),
+        limit=int_param(limit, field="limit", default=10, minimum=0, maximum=SEARCH_LIMIT_MAX),
+        offset=int_param(offset, field="offset", default=0, minimum=0),
+    )
+
+
+def store_item_search(*, actor, request: SearchRequest, now=None, extra: int = 0) -> list[StoreItem]:
+    """Live items under the namespace prefix that the actor may see, one query.
+
+    Without a query: newest first (updated_at), `score` None. With a query: the
+    items sharing a word with it, best `score` first, newest first among equals.
+    `extra` fetches that many rows past the limit (a page can tell a next page exists).
+    """
+    qs = StoreItem.objects.visible_to(actor).live(now).under(request.namespace_prefix).select_related("owner")
+    if request.has_filter:
+        qs = qs.filter(ValueFilter(request.filter_spec))
+    if request.terms:
+        qs = (
+            qs.annotate(score=TextScore(request.terms))
+            .filter(TextMatch(request.terms))
+            .order_by("-score", "-updated_at", "-id")
+        )
+    else:
+        qs = qs.order_by("-updated_at", "-id")
+    if request.limit == 0 and not extra:
+        return []
+    items = list(qs[request.offset : request.offset + request.limit + extra])
+    if not request.terms:
+        for item in items:
+            item.score = None
+    return items
+
+
+def store_item_list(*, actor, namespace: Namespace, limit: int, offset: int = 0, now=None) -> list[StoreItem]:
+    """The live items of exactly this namespace, newest first (one page plus one row)."""
+    return list(
+        StoreItem.objects.visible_to(actor)
+        .live(now)
+        .in_namespace(namespace)
+        .select_related("owner")
+        .order_by("-updated_at", "-id")[offset : offset + limit + 1]
+    )
+
+
+def _namespace_pattern(value: Any, field: str) -> Namespace:
+    return namespace_validate(value if value is not None else [], field=field)
+
+
+def store_namespace_list(
+    *,
+    actor,
+    prefix: Any = None,
+    suffix: Any = None,
+    max_depth: Any = None,
+    limit: Any = 100,
+    offset: Any = 0,
+    now=None,
+) -> list[Namespace]:
+    """Distinct namespaces of the actor's visible live items, sorted by dotted path, one query.
+
+    LangGraph's rules: `prefix` and `suffix` match whole labels and "*" stands for
+    any one label; `max_depth` truncates each namespace to that many labels
+    (duplicates merge); `limit` and `offset` page the sorted result.
+    """
+    prefix = _namespace_pattern(prefix, "prefix")
+    suffix = _namespace_pattern(suffix, "suffix")
+    depth = None if max_depth is None else int_param(max_depth, field="max_depth", default=0, minimum=1, maximum=MAX_DEPTH)
+    limit = int_param(limit, field="limit", default=100, minimum=0, maximum=NAMESPACES_LIMIT_MAX)
+    offset = int_param(offset, field="offset", default=0, minimum=0)
+    if limit == 0:
+        return []
+    head = literal_head(prefix)
+    qs = StoreItem.objects.visible_to(actor).live(now).under(head)
+    if len(head) < len(prefix):
+        qs = qs.filter(namespace_path__regex=pattern_regex(prefix, match="prefix"))
+    if suffix:
+        qs = qs.filter(namespace_path__regex=pattern_regex(suffix, match="suffix"))
+    paths = (
+        qs.annotate(ns=NamespaceHead(depth))
+        .order_by("ns")
+        .values_list("ns", flat=True)
+        .distinct()[offset : offset + limit]
+    )
+    return [tuple(path.split(SEPARATOR)) for path in paths]
+
+
+@dataclass(frozen=True)
+class NamespaceNode:
+    """A child in the namespace tree: its subtree's item count, and whether it has children."""
+
+    namespace: Namespace
+    items: int
+    has_children: bool
+
+    @property
+    def label(self) -> str:
+        return self.namespace[-1]
+
+    @property
+    def path(self) -> str:
+        return namespace_to_path(self.namespace)
+
+
+def store_namespace_children(*, actor, namespace: Namespace = (), limit: int = 500, now=None) -> tuple[list[NamespaceNode], bool]:
+    """The next level under `namespace` with item counts, in one grouped query.
+
+    This is list_namespaces with max_depth = depth + 1, counted: one row per
+    child label, whatever the number of items below. Returns the nodes and
+    whether more than `limit` children exist.
+    """
+    depth = len(namespace)
+    rows = list(
+        StoreItem.objects.visible_to(actor)
+        .live(now)
+        .under(namespace)
+        .filter(depth__gt=depth)
+        .annotate(head=NamespaceHead(depth + 1))
+        .values("head")
+        .annotate(items=Count("id"), deepest=Max("depth"))
+        .order_by("head")[: limit + 1]
+    )
+    nodes = [
+        NamespaceNode(
+            namespace=tuple(row["head"].split(SEPARATOR)),
+            items=row["items"],
+            has_children=row["deepest"] > depth + 1,
+        )
+        for row in rows[:limit]
+    ]
+    return nodes, len(rows) > limit
+
+
+def store_namespace_count(*, actor, namespace: Namespace, now=None) -> dict[str, int]:
+    """Live items the actor sees exactly in the namespace and in its whole subtree (one query)."""
+    qs = StoreItem.objects.visible_to(actor).live(now).under(namespace)
+    path = namespace_to_path(namespace)
+    here = Q(namespace_path=path) if namespace else Q(pk__in=[])
+    counts = qs.aggregate(subtree=Count("id"), here=Count("id", filter=here))
+    return {"subtree": counts["subtree"], "here": counts["here"]}
+
+
+def store_size(*, actor, now=None) -> int:
+    """How many live items the actor can see (LangGraph's Store.size)."""
+    return StoreItem.objects.visible_to(actor).live(now).count()
+
+
+def store_subtree_impact(*, actor, namespace: Namespace, now=None) -> dict[str, int]:
+    """Admin: what deleting the subtree would remove: every item below, any owner, expired included."""
+    if not roles.is_admin(actor):
+        raise Forbidden(
+            "Only an admin may delete store items.",
+            target=f"store:{namespace_to_path(namespace)}",
+            action="store.clear",
+        )
+    now = now or timezone.now()
+    counts = StoreItem.objects.under(namespace).aggregate(
+        items=Count("id"),
+        expired=Count("id", filter=Q(expires_at__lte=now)),
+        owners=Count("owner", distinct=True),
+    )
+    return counts
+
+
+def store_item_detail(*, actor, namespace: Namespace, key: str, now=None) -> StoreItem:
+    """The item for the dashboard's detail page: 404 when missing or expired, 403 when not the actor's."""
+    item = store_item_get_for_read(actor=actor, namespace=list(namespace), key=key, now=now)
+    if item is None:
+        raise NotFound(f"No live item {key!r} in {namespace_to_path(namespace) or '(root)'}.")
+    return item
+

@@ -1,0 +1,227 @@
+"""Writes to the long-term store. Every rule of the store lives here.
+
+The store's semantics are LangGraph's `BaseStore` (seeds 000, 002, 003;
+DESIGN §5): put upserts an item, delete removes it, TTLs are in minutes and
+refreshed on read. On top of them, memoryadmin's ownership (DESIGN §8): an item
+belongs to whoever wrote it first; nobody else writes it, not even an admin;
+operators write nothing; admins delete and clear any item; every delete is in
+the audit log.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import DateTimeField, ExpressionWrapper, F, Value
+from django.utils import timezone
+
+from memoryadmin import roles
+from memoryadmin.audit import audit_record
+from memoryadmin.errors import Conflict, Forbidden, InvalidInput, NotFound
+
+from .matching import value_validate
+from .models import StoreItem, item_target
+from .namespaces import Namespace, key_validate, namespace_to_path, namespace_validate
+
+# Ten years: a longer TTL is a mistake, not a wish (and would overflow date arithmetic).
+TTL_MAX_MINUTES = 10 * 365 * 24 * 60
+SWEEP_BATCH = 5000
+
+
+def ttl_validate(ttl: Any, *, field: str = "ttl") -> timedelta | None:
+    """A TTL in minutes (LangGraph's unit): a positive number, or None for no expiry."""
+    if ttl is None:
+        return None
+    if not isinstance(ttl, (int, float)) or isinstance(ttl, bool):
+        raise InvalidInput(f"{field} must be a number of minutes or null.", fields={field: ["must be a number of minutes or null."]})
+    if not 0 < ttl <= TTL_MAX_MINUTES:
+        message = f"must be more than 0 and at most {TTL_MAX_MINUTES} minutes."
+        raise InvalidInput(f"{field} {message}", fields={field: [message]})
+    return timedelta(minutes=ttl)
+
+
+def index_validate(index: Any) -> None:
+    """LangGraph's `index` (False, a list of field paths, or None) is accepted and has no effect:
+    every string in a value is text-searchable, and there are no embeddings."""
+    if index is None or index is False:
+        return
+    if isinstance(index, list) and all(isinstance(path, str) for path in index):
+        return
+    raise InvalidInput(
+        "index must be false, null or a list of field paths.",
+        fields={"index": ["must be false, null or a list of field paths."]},
+    )
+
+
+def _deny(target: str, action: str, message: str) -> Forbidden:
+    return Forbidden(message, target=target, action=action)
+
+
+def _ensure_writes_at_all(actor, target: str, action: str) -> None:
+    if roles.is_operator(actor):
+        raise _deny(target, action, "Operators have read-only access.")
+
+
+def _locked(path: str, key: str) -> StoreItem | None:
+    return StoreItem.objects.select_for_update().filter(namespace_path=path, key=key).first()
+
+
+@transaction.atomic
+def store_item_put(
+    *, actor, namespace: Any, key: Any, value: Any, ttl: Any = None, index: Any = None, now=None
+) -> StoreItem:
+    """Upsert (namespace, key) -> value with an optional TTL in minutes.
+
+    LangGraph's namespace rules (non-empty, labels non-empty without "." or NUL,
+    root "langgraph" reserved) and a JSON-object value, else 400 with nothing
+    written. A new item is owned by the writer; an existing live one may be
+    overwritten by its owner only (anyone else, admins included: 403, nothing
+    written) and keeps its created_at. An expired item no longer exists: the
+    put starts a new item. The row is locked for the transaction, and two first
+    writes of one key race on the unique (namespace_path, key): the loser goes
+    on as an update of the winner's row.
+    """
+    namespace = namespace_validate(namespace, for_write=True)
+    key = key_validate(key)
+    value = value_validate(value)
+    ttl_delta = ttl_validate(ttl)
+    index_validate(index)
+    target = item_target(namespace, key)
+    _ensure_writes_at_all(actor, target, "store.put")
+
+    now = now or timezone.now()
+    path = namespace_to_path(namespace)
+    expires_at = now + ttl_delta if ttl_delta is not None else None
+    item = _locked(path, key)
+    if item is None:
+        try:
+            with transaction.atomic():
+                return StoreItem.objects.create(
+                    owner=actor,
+                    namespace_path=path,
+                    depth=len(namespace),
+                    key=key,
+                    value=value,
+                    ttl=ttl_delta,
+                    expires_at=expires_at,
+                    created_at=now,
+                    updated_at=now,
+                )
+        except IntegrityError:
+            item = _locked(path, key)
+            if item is None:
+                raise Conflict("The item changed while it was written; retry.") from None
+    if item.is_expired(now):
+        item.owner = actor
+        item.created_at = now
+    elif item.owner_id != actor.pk:
+        raise _deny(target, "store.put", "This store item belongs to another user.")
+    item.value = value
+    item.ttl = ttl_delta
+    item.expires_at = expires_at
+    item.updated_at = now
+    item.save()
+    return item
+
+
+@transaction.atomic
+def store_item_delete(*, actor, namespace: Any, key: Any, request=None, now=None) -> bool:
+    """Delete (namespace, key): its owner or an admin; others 403 with nothing deleted.
+
+    Deleting what does not exist (or has expired) is a no-op, as in LangGraph:
+    it answers False. Operators write nothing, so they get 403 either way.
+    """
+    namespace = namespace_validate(namespace)
+    key = key_validate(key)
+    target = item_target(namespace, key)
+    _ensure_writes_at_all(actor, target, "store.delete")
+    if not namespace:
+        return False
+    now = now or timezone.now()
+    item = _locked(namespace_to_path(namespace), key)
+    if item is None or item.is_expired(now):
+        return False
+    if item.owner_id != actor.pk and not roles.is_admin(actor):
+        raise _deny(target, "store.delete", "This store item belongs to another user.")
+    _delete_audited(actor=actor, item=item, request=request)
+    return True
+
+
+@transaction.atomic
+def store_item_admin_delete(*, actor, namespace: Namespace, key: str, request=None) -> None:
+    """Admin (dashboard): delete one item of any owner; 404 when it is not there."""
+    namespace = namespace_validate(list(namespace))
+    key = key_validate(key)
+    target = item_target(namespace, key)
+    if not roles.is_admin(actor):
+        raise _deny(target, "store.delete", "Only an admin may delete store items here.")
+    item = _locked(namespace_to_path(namespace), key) if namespace else None
+    if item is None:
+        raise NotFound(f"No item {key!r} in {namespace_to_path(namespace) or '(root)'}.")
+    _delete_audited(actor=actor, item=item, request=request)
+
+
+def _delete_audited(*, actor, item: StoreItem, request) -> None:
+    detail = {"owner": item.owner.get_username(), "namespace": list(item.namespace), "key": item.key}
+    item.delete()
+    audit_record(actor=actor, action="store.delete", target=item.target, detail=detail, request=request)
+
+
+@transaction.atomic
+def store_clear(*, actor, namespace: Namespace = (), request=None) -> int:
+    """Admin: delete every item in the namespace and below it (the whole store for ()),
+    of every owner, expired ones included. Returns how many rows went; audited."""
+    namespace = namespace_validate(list(namespace), field="namespace")
+    path = namespace_to_path(namespace)
+    target = f"store:{path}" if path else "store:*"
+    if not roles.is_admin(actor):
+        raise _deny(target, "store.clear", "Only an admin may delete store items.")
+    deleted, _ = StoreItem.objects.under(namespace).delete()
+    audit_record(
+        actor=actor,
+        action="store.clear",
+        target=target,
+        detail={"namespace": list(namespace), "deleted": deleted},
+        request=request,
+    )
+    return deleted
+
+
+def store_ttl_refresh(*, actor, items: list[StoreItem], now=None) -> int:
+    """Refresh on read (LangGraph's refresh_ttl, on by default): expires_at = now + ttl.
+
+    Only for items the reader owns: an operator or admin auditing someone
+    else's memories must not keep them alive. One UPDATE, none when no item
+    has a TTL.
+    """
+    ids = [item.pk for item in items if item.ttl is not None and item.owner_id == actor.pk]
+    if not ids:
+        return 0
+    now = now or timezone.now()
+    updated = StoreItem.objects.filter(pk__in=ids, ttl__isnull=False).update(
+        expires_at=ExpressionWrapper(Value(now, output_field=DateTimeField()) + F("ttl"), output_field=DateTimeField())
+    )
+    for item in items:
+        if item.pk in ids:
+            item.expires_at = now + item.ttl
+    return updated
+
+
+def store_item_sweep(*, now=None, batch: int = SWEEP_BATCH) -> int:
+    """Delete expired items for good, in batches of short transactions (manage.py store_sweep).
+
+    Reads already hide expired items; the sweep reclaims their rows.
+    """
+    now = now or timezone.now()
+    total = 0
+    while True:
+        with transaction.atomic():
+            ids = list(
+                StoreItem.objects.filter(expires_at__lte=now).order_by("expires_at").values_list("id", flat=True)[:batch]
+            )
+            if not ids:
+                return total
+            deleted, _ = StoreItem.objects.filter(pk__in=ids, expires_at__lte=now).delete()
+            total += deleted

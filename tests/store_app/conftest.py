@@ -1,0 +1,34 @@
+"""Store test helpers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from store_app.models import StoreItem
+
+
+def bulk_items(rows) -> None:
+    """Many items at once for query-count tests: (owner, namespace, key, value, ttl_minutes) rows.
+
+    The same columns the put service writes, in one INSERT, so that growing the
+    store to hundreds of items does not dominate the test's run time.
+    """
+    now = timezone.now()
+    StoreItem.objects.bulk_create(
+        [
+            StoreItem(
+                owner=owner,
+                namespace_path=".".join(namespace),
+                depth=len(namespace),
+                key=key,
+                value=value,
+                ttl=timedelta(minutes=ttl) if ttl else None,
+                expires_at=now + timedelta(minutes=ttl) if ttl else None,
+                created_at=now,
+                updated_at=now,
+            )
+            for owner, namespace, key, value, ttl in rows
+        ]
+    )
