@@ -1,0 +1,567 @@
+"""Retention: policies per agent, a dry run that writes nothing, and an apply in batches.
+
+The rules (docs/operations.md, "Retention"):
+
+- A thread follows the policy of its agent_code; the policy with the empty
+  agent_code is the default for every agent without a policy of its own. An
+  empty rule keeps data forever.
+- `release_idle_days` D: threads with no activity (`updated_at`) for D days lose
+  every checkpoint, as an admin's release does; the thread and its blocks stay.
+- `keep_checkpoints` N: in every other thread, each checkpoint namespace keeps
+  its newest N checkpoints. A checkpoint goes with its pending writes.
+- The parent chain is never left broken: within the same transaction as a
+  deletion, every remaining checkpoint of the touched threads whose parent no
+  longer exists gets an empty parent id (the oldest kept checkpoint becomes the
+  root of what is left). LangGraph reads such a checkpoint as one without a
+  parent, so `get_state_history` simply ends there.
+- `purge_archived_days` D: archived blocks archived more than D days ago are
+  deleted (active blocks never are; seq numbers are not reused, as the thread
+  remembers its highest seq).
+- `store_ttl_days` D (default policy only; store items belong to no agent):
+  store items past their own TTL, and items without a TTL not updated for D
+  days, are deleted.
+
+A dry run (`retention_preview`) counts exactly what an apply at the same instant
+removes, with the same querysets, and writes nothing (not even a history row).
+`retention_apply` removes it in batches, each its own short transaction, and
+records a `RetentionRun` and an audit event.
+
+Bytes are an estimate of the payload: `pg_column_size` of the JSON and text
+columns on PostgreSQL, their length in bytes on SQLite; row headers and index
+entries are not counted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Callable, Iterable
+
+from django.db import transaction
+from django.db.models import BigIntegerField, Case, Count, Exists, F, Func, OuterRef, Q, QuerySet, Sum, Value, When, Window
+from django.db.models.functions import Coalesce, RowNumber
+from django.utils import timezone
+
+from memoryadmin import roles
+from memoryadmin.audit import audit_record
+from memoryadmin.errors import Forbidden, InvalidInput, NotFound
+
+from .models import Block, Checkpoint, CheckpointWrite, RetentionPolicy, RetentionRun, Thread
+
+DEFAULT_BATCH = 500
+THREAD_CHUNK = 200
+DAYS_MAX = 36500
+KEEP_MAX = 1_000_000
+RULES = ("keep_checkpoints", "release_idle_days", "purge_archived_days", "store_ttl_days")
+
+
+class PayloadBytes(Func):
+    """Stored size of a column in bytes: pg_column_size on PostgreSQL, its bytes' length elsewhere."""
+
+    function = "LENGTH"
+    template = "LENGTH(CAST(%(expressions)s AS BLOB))"
+    output_field = BigIntegerField()
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        return self.as_sql(compiler, connection, template="pg_column_size(%(expressions)s)", **extra_context)
+
+
+def payload_bytes(*columns: str):
+    """Sum of the payload bytes of the given columns, 0 when there are no rows."""
+    total = None
+    for column in columns:
+        size = Coalesce(PayloadBytes(column), Value(0), output_field=BigIntegerField())
+        total = size if total is None else total + size
+    return Coalesce(Sum(total), Value(0), output_field=BigIntegerField())
+
+
+def ensure_admin(actor, action: str, target: str = "retention") -> None:
+    """A person must be an admin; `actor=None` is the trusted command line (cron)."""
+    if actor is not None and not roles.is_admin(actor):
+        raise Forbidden("Only an admin may do this.", target=target, action=action)
+
+
+# --- policies ------------------------------------------------------------------------------------
+
+
+def _rule(value: Any, name: str, maximum: int = DAYS_MAX, minimum: int = 1) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or isinstance(value, bool) or not minimum <= number <= maximum:
+        message = f"must be a whole number from {minimum} to {maximum}, or empty to keep forever."
+        raise InvalidInput(f"{name} {message}", fields={name: [message]})
+    return number
+
+
+def policy_snapshot(policy: RetentionPolicy) -> dict[str, Any]:
+    return {"agent_code": policy.agent_code, **{rule: getattr(policy, rule) for rule in RULES}}
+
+
+@transaction.atomic
+def retention_policy_save(
+    *,
+    actor,
+    agent_code: Any,
+    keep_checkpoints: Any = None,
+    release_idle_days: Any = None,
+    purge_archived_days: Any = None,
+    store_ttl_days: Any = None,
+    request=None,
+) -> RetentionPolicy:
+    """Create or replace the policy of one agent_code (admin); audited with before and after."""
+    agent_code = "" if agent_code is None else agent_code
+    if not isinstance(agent_code, str) or len(agent_code) > 64:
+        raise InvalidInput("agent_code must be at most 64 characters.", fields={"agent_code": ["at most 64 characters."]})
+    agent_code = agent_code.strip()
+    ensure_admin(actor, "retention.policy_save", f"retention:{agent_code or '(default)'}")
+    values = {
+        "keep_checkpoints": _rule(keep_checkpoints, "keep_checkpoints", KEEP_MAX),
+        "release_idle_days": _rule(release_idle_days, "release_idle_days"),
+        "purge_archived_days": _rule(purge_archived_days, "purge_archived_days"),
+        "store_ttl_days": _rule(store_ttl_days, "store_ttl_days"),
+    }
+    if agent_code and values["store_ttl_days"] is not None:
+        message = "store items belong to no agent: set the store TTL on the default policy."
+        raise InvalidInput(f"store_ttl_days: {message}", fields={"store_ttl_days": [message]})
+    policy = RetentionPolicy.objects.select_for_update().filter(agent_code=agent_code).first()
+    before = policy_snapshot(policy) if policy else None
+    if policy is None:
+        policy = RetentionPolicy(agent_code=agent_code)
+    for name, value in values.items():
+        setattr(policy, name, value)
+    policy.updated_by = actor
+    policy.save()
+    audit_record(
+        actor=actor,
+        action="retention.policy_save",
+        target=f"retention:{agent_code or '(default)'}",
+        detail={"before": before, "after": policy_snapshot(policy)},
+        request=request,
+    )
+    return policy
+
+
+@transaction.atomic
+def retention_policy_delete(*, actor, agent_code: str, request=None) -> None:
+    """Remove one policy (admin): its agent then follows the default policy. Audited."""
+    ensure_admin(actor, "retention.policy_delete", f"retention:{agent_code or '(default)'}")
+    policy = RetentionPolicy.objects.select_for_update().filter(agent_code=agent_code).first()
+    if policy is None:
+        raise NotFound(f"No retention policy for {agent_code or 'the default'}.")
+    before = policy_snapshot(policy)
+    policy.delete()
+    audit_record(
+        actor=actor,
+        action="retention.policy_delete",
+        target=f"retention:{agent_code or '(default)'}",
+        detail={"before": before},
+        request=request,
+    )
+
+
+# --- what each rule selects ----------------------------------------------------------------------
+
+
+@dataclass
+class Impact:
+    """What a dry run would remove, or what an apply removed."""
+
+    threads_released: int = 0
+    threads_pruned: int = 0
+    threads_purged: int = 0
+    checkpoints: int = 0
+    pending_writes: int = 0
+    blocks: int = 0
+    items: int = 0
+    bytes: int = 0
+
+    def add(self, other: "Impact") -> None:
+        for name, value in asdict(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    @property
+    def threads(self) -> int:
+        return self.threads_released + self.threads_pruned + self.threads_purged
+
+    @property
+    def is_empty(self) -> bool:
+        return not any(asdict(self).values())
+
+
+@dataclass
+class Selection:
+    """The querysets one policy selects at one instant; preview counts them, apply deletes them."""
+
+    policy: RetentionPolicy
+    scope: QuerySet[Thread]
+    idle_threads: QuerySet[Thread] | None = None
+    pruned_threads: QuerySet[Thread] | None = None
+    blocks: QuerySet[Block] | None = None
+    items: Any = None  # QuerySet[StoreItem] for the default policy with a store TTL
+
+    def released_checkpoints(self) -> QuerySet[Checkpoint]:
+        return Checkpoint.objects.filter(thread__in=self.idle_threads)
+
+    def excess_checkpoints(self, threads: QuerySet[Thread] | Iterable[int] | None = None) -> QuerySet[Checkpoint]:
+        """Checkpoints beyond the newest N of their (thread, namespace), one window query."""
+        ranked = Checkpoint.objects.filter(thread__in=self.pruned_threads if threads is None else threads).annotate(
+            rank=Window(RowNumber(), partition_by=[F("thread_id"), F("checkpoint_ns")], order_by=F("id").desc())
+        )
+        # The window must be computed before any other filter: select by primary key around it.
+        return Checkpoint.objects.filter(pk__in=ranked.filter(rank__gt=self.policy.keep_checkpoints).values("pk"))
+
+
+def _scope(policy: RetentionPolicy, policies: list[RetentionPolicy]) -> QuerySet[Thread]:
+    if policy.is_default:
+        return Thread.objects.exclude(agent_code__in=[p.agent_code for p in policies if not p.is_default])
+    return Thread.objects.filter(agent_code=policy.agent_code)
+
+
+def _selection(policy: RetentionPolicy, policies: list[RetentionPolicy], now: datetime) -> Selection:
+    scope = _scope(policy, policies)
+    selection = Selection(policy=policy, scope=scope)
+    if policy.release_idle_days is not None:
+        cutoff = now - timedelta(days=policy.release_idle_days)
+        selection.idle_threads = scope.filter(updated_at__lt=cutoff).filter(
+            Exists(Checkpoint.objects.filter(thread=OuterRef("pk")))
+        )
+    if policy.keep_checkpoints is not None:
+        pruned = scope
+        if policy.release_idle_days is not None:
+            # Idle threads lose every checkpoint to the release rule: never count them twice.
+            pruned = scope.filter(updated_at__gte=now - timedelta(days=policy.release_idle_days))
+        selection.pruned_threads = pruned
+    if policy.purge_archived_days is not None:
+        selection.blocks = Block.objects.filter(
+            thread__in=scope, archived=True, archived_at__lt=now - timedelta(days=policy.purge_archived_days)
+        )
+    if policy.is_default and policy.store_ttl_days is not None:
+        selection.items = _expired_items(now, policy.store_ttl_days)
+    return selection
+
+
+def _expired_items(now: datetime, days: int):
+    from store_app.models import StoreItem
+
+    return StoreItem.objects.filter(
+        Q(expires_at__lte=now) | Q(expires_at__isnull=True, updated_at__lt=now - timedelta(days=days))
+    )
+
+
+def _writes_of(checkpoints: QuerySet[Checkpoint], threads) -> QuerySet[CheckpointWrite]:
+    """Pending writes belonging to the given checkpoints (keyed by thread, namespace, id)."""
+    return CheckpointWrite.objects.filter(thread__in=threads).filter(
+        Exists(
+            checkpoints.filter(
+                thread=OuterRef("thread"), checkpoint_ns=OuterRef("checkpoint_ns"), checkpoint_id=OuterRef("checkpoint_id")
+            )
+        )
+    )
+
+
+def _checkpoint_impact(checkpoints: QuerySet[Checkpoint], threads) -> tuple[int, int, int, int]:
+    """(checkpoints, distinct threads, pending writes, bytes) of a set of checkpoints: two queries."""
+    row = checkpoints.aggregate(
+        n=Count("id"), threads=Count("thread_id", distinct=True), size=payload_bytes("checkpoint", "metadata")
+    )
+    writes = _writes_of(checkpoints, threads).aggregate(n=Count("id"), size=payload_bytes("value"))
+    return row["n"], row["threads"], writes["n"], row["size"] + writes["size"]
+
+
+def _preview_selection(selection: Selection) -> Impact:
+    impact = Impact()
+    if selection.idle_threads is not None:
+        n, threads, writes, size = _checkpoint_impact(selection.released_checkpoints(), selection.idle_threads)
+        impact.threads_released, impact.checkpoints, impact.pending_writes, impact.bytes = threads, n, writes, size
+    if selection.pruned_threads is not None:
+        n, threads, writes, size = _checkpoint_impact(selection.excess_checkpoints(), selection.pruned_threads)
+        impact.threads_pruned = threads
+        impact.checkpoints += n
+        impact.pending_writes += writes
+        impact.bytes += size
+    if selection.blocks is not None:
+        row = selection.blocks.aggregate(
+            n=Count("id"), threads=Count("thread_id", distinct=True), size=payload_bytes("message", "content")
+        )
+        impact.blocks, impact.threads_purged = row["n"], row["threads"]
+        impact.bytes += row["size"]
+    if selection.items is not None:
+        row = selection.items.aggregate(n=Count("id"), size=payload_bytes("value"))
+        impact.items = row["n"]
+        impact.bytes += row["size"]
+    return impact
+
+
+@dataclass
+class PolicyImpact:
+    policy: dict[str, Any]
+    impact: Impact
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "impact": self.impact.as_dict()}
+
+
+@dataclass
+class RetentionReport:
+    now: datetime
+    policies: list[PolicyImpact] = field(default_factory=list)
+    total: Impact = field(default_factory=Impact)
+
+
+def _policies() -> list[RetentionPolicy]:
+    return list(RetentionPolicy.objects.order_by("agent_code"))
+
+
+def retention_preview(*, actor=None, now: datetime | None = None) -> RetentionReport:
+    """The dry run: what `retention_apply` at `now` would remove. Reads only; writes nothing."""
+    ensure_admin(actor, "retention.preview")
+    now = now or timezone.now()
+    policies = _policies()
+    report = RetentionReport(now=now)
+    for policy in policies:
+        impact = _preview_selection(_selection(policy, policies, now))
+        report.policies.append(PolicyImpact(policy=policy_snapshot(policy), impact=impact))
+        report.total.add(impact)
+    return report
+
+
+# --- apply, in batches ---------------------------------------------------------------------------
+
+
+def repair_parents(thread_ids: Iterable[int]) -> int:
+    """Clear the parent id of every checkpoint of these threads whose parent is gone.
+
+    Run in the transaction that deleted checkpoints, so no committed state has a
+    checkpoint pointing at a missing parent.
+    """
+    ids = list(thread_ids)
+    if not ids:
+        return 0
+    parent = Checkpoint.objects.filter(
+        thread=OuterRef("thread"), checkpoint_ns=OuterRef("checkpoint_ns"), checkpoint_id=OuterRef("parent_checkpoint_id")
+    )
+    return (
+        Checkpoint.objects.filter(thread_id__in=ids)
+        .exclude(parent_checkpoint_id="")
+        .exclude(Exists(parent))
+        .update(parent_checkpoint_id="")
+    )
+
+
+def delete_checkpoints(pks: list[int]) -> tuple[int, int, int, set[int]]:
+    """Delete these checkpoints with their pending writes, and repair the parent chain.
+
+    Must run inside a transaction. Returns (checkpoints, writes, bytes, thread ids).
+    """
+    if not pks:
+        return 0, 0, 0, set()
+    chosen = Checkpoint.objects.filter(pk__in=pks)
+    thread_ids = set(chosen.values_list("thread_id", flat=True))
+    size = chosen.aggregate(size=payload_bytes("checkpoint", "metadata"))["size"]
+    writes = _writes_of(chosen, thread_ids)
+    write_row = writes.aggregate(n=Count("id"), size=payload_bytes("value"))
+    writes.delete()
+    deleted, _ = Checkpoint.objects.filter(pk__in=pks).delete()
+    repair_parents(thread_ids)
+    return deleted, write_row["n"], size + write_row["size"], thread_ids
+
+
+class _Stats:
+    """Counts batches and tells the caller after each one (the command's --verbose progress)."""
+
+    def __init__(self, step: str, progress: Callable[[str, Impact], None] | None):
+        self.batches = 0
+        self.step = step
+        self.progress = progress
+
+    def tick(self, impact: Impact) -> None:
+        self.batches += 1
+        if self.progress is not None:
+            self.progress(self.step, impact)
+
+
+class _Clock:
+    def __init__(self, deadline: float | None):
+        self.deadline = deadline
+        self.stopped = False
+
+    def out_of_time(self) -> bool:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            self.stopped = True
+        return self.stopped
+
+
+def _apply_release(selection: Selection, impact: Impact, batch: int, clock: _Clock, stats: _Stats) -> None:
+    threads: set[int] = set()
+    while not clock.out_of_time():
+        with transaction.atomic():
+            # Newest first: what stays of a thread between batches never points at a deleted parent.
+            pks = list(selection.released_checkpoints().order_by("-pk").values_list("pk", flat=True)[:batch])
+            if not pks:
+                break
+            n, writes, size, touched = delete_checkpoints(pks)
+        threads |= touched
+        impact.checkpoints += n
+        impact.pending_writes += writes
+        impact.bytes += size
+        stats.tick(impact)
+    impact.threads_released += len(threads)
+
+
+def _apply_keep(selection: Selection, impact: Impact, batch: int, clock: _Clock, stats: _Stats) -> None:
+    threads: set[int] = set()
+    last_pk = 0
+    while not clock.out_of_time():
+        # Threads are walked in chunks by primary key, so each window query reads a few threads only.
+        chunk = list(
+            selection.pruned_threads.filter(pk__gt=last_pk).order_by("pk").values_list("pk", flat=True)[:THREAD_CHUNK]
+        )
+        if not chunk:
+            break
+        last_pk = chunk[-1]
+        while not clock.out_of_time():
+            with transaction.atomic():
+                pks = list(selection.excess_checkpoints(chunk).order_by("pk").values_list("pk", flat=True)[:batch])
+                if not pks:
+                    break
+                n, writes, size, touched = delete_checkpoints(pks)
+            threads |= touched
+            impact.checkpoints += n
+            impact.pending_writes += writes
+            impact.bytes += size
+            stats.tick(impact)
+    impact.threads_pruned += len(threads)
+
+
+def _apply_blocks(selection: Selection, impact: Impact, batch: int, clock: _Clock, stats: _Stats) -> None:
+    threads: set[int] = set()
+    while not clock.out_of_time():
+        with transaction.atomic():
+            pks = list(selection.blocks.order_by("pk").values_list("pk", flat=True)[:batch])
+            if not pks:
+                break
+            chosen = Block.objects.filter(pk__in=pks, archived=True)
+            per_thread = Counter(chosen.values_list("thread_id", flat=True))
+            # Lock the threads (in key order) as a save does, so their counters stay exact.
+            list(Thread.objects.select_for_update().filter(pk__in=per_thread).order_by("pk").values_list("pk", flat=True))
+            size = chosen.aggregate(size=payload_bytes("message", "content"))["size"]
+            deleted, _ = chosen.delete()
+            Thread.objects.filter(pk__in=per_thread).update(
+                archived_count=F("archived_count")
+                - Case(*[When(pk=pk, then=Value(n)) for pk, n in per_thread.items()], default=Value(0))
+            )
+        threads |= set(per_thread)
+        impact.blocks += deleted
+        impact.bytes += size
+        stats.tick(impact)
+    impact.threads_purged += len(threads)
+
+
+def _apply_items(selection: Selection, impact: Impact, batch: int, clock: _Clock, stats: _Stats) -> None:
+    while not clock.out_of_time():
+        with transaction.atomic():
+            pks = list(selection.items.order_by("pk").values_list("pk", flat=True)[:batch])
+            if not pks:
+                break
+            # The condition again: an item refreshed since it was picked is kept.
+            chosen = selection.items.filter(pk__in=pks)
+            size = chosen.aggregate(size=payload_bytes("value"))["size"]
+            deleted, _ = chosen.delete()
+        impact.items += deleted
+        impact.bytes += size
+        stats.tick(impact)
+
+
+def retention_apply(
+    *,
+    actor=None,
+    now: datetime | None = None,
+    batch: int = DEFAULT_BATCH,
+    via: str = "cli",
+    max_seconds: float | None = None,
+    progress: Callable[[str, Impact], None] | None = None,
+    request=None,
+) -> RetentionRun:
+    """Apply every policy at `now`, in batches of at most `batch` rows per transaction.
+
+    Records a RetentionRun (history) and one audit event. With `max_seconds`
+    the run stops between batches when the time is up and is marked partial;
+    running it again continues (the rules select what is left). `progress` is
+    called after every committed batch with the step's name and its running counts.
+    """
+    ensure_admin(actor, "retention.apply")
+    if not 1 <= batch <= 100_000:
+        raise InvalidInput("batch must be from 1 to 100000.", fields={"batch": ["must be from 1 to 100000."]})
+    now = now or timezone.now()
+    authenticated = actor is not None and actor.is_authenticated
+    run = RetentionRun.objects.create(
+        actor=actor if authenticated else None,
+        actor_name=actor.get_username() if authenticated else "system",
+        via=via,
+        cutoff_now=now,
+    )
+    clock = _Clock(time.monotonic() + max_seconds if max_seconds else None)
+    stats = _Stats("", progress)
+    total = Impact()
+    per_policy: list[dict[str, Any]] = []
+    error = ""
+    try:
+        policies = _policies()
+        for policy in policies:
+            selection = _selection(policy, policies, now)
+            impact = Impact()
+            stats.step = policy.agent_code or "(default)"
+            if selection.idle_threads is not None:
+                _apply_release(selection, impact, batch, clock, stats)
+            if selection.pruned_threads is not None:
+                _apply_keep(selection, impact, batch, clock, stats)
+            if selection.blocks is not None:
+                _apply_blocks(selection, impact, batch, clock, stats)
+            if selection.items is not None:
+                _apply_items(selection, impact, batch, clock, stats)
+            per_policy.append(PolicyImpact(policy=policy_snapshot(policy), impact=impact).as_dict())
+            total.add(impact)
+    except Exception as exc:  # recorded in the run and the audit log, then raised again
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        raise
+    finally:
+        status = RetentionRun.Status.FAILED if error else RetentionRun.Status.PARTIAL if clock.stopped else RetentionRun.Status.DONE
+        RetentionRun.objects.filter(pk=run.pk).update(
+            status=status,
+            finished_at=timezone.now(),
+            batches=stats.batches,
+            counts=total.as_dict(),
+            policies=per_policy,
+            error=error,
+        )
+        audit_record(
+            actor=actor,
+            action="retention.apply",
+            target=f"retention-run:{run.pk}",
+            detail={"status": status, "via": via, "removed": total.as_dict(), "batches": stats.batches, "now": now.isoformat()},
+            request=request,
+        )
+    run.refresh_from_db()
+    return run
+
+
+def retention_runs(*, actor, limit: int = 50) -> list[RetentionRun]:
+    """The history of applies, newest first (operators and admins)."""
+    if not roles.can_read_all(actor):
+        raise Forbidden("Only operators and admins may see retention runs.", target="retention", action="retention.read")
+    return list(RetentionRun.objects.order_by("-id")[:limit])
+
+
+def retention_policies(*, actor) -> list[RetentionPolicy]:
+    if not roles.can_read_all(actor):
+        raise Forbidden("Only operators and admins may see retention policies.", target="retention", action="retention.read")
+    return list(RetentionPolicy.objects.select_related("updated_by").order_by("agent_code"))
