@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 
-.PHONY: run test test-postgres test-browser install env migrate demo schema bench clean
+.PHONY: run test test-postgres test-browser install env migrate demo schema bench serve loadtest clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,9 +49,24 @@ test-browser: install
 schema: install
 	DJANGO_DEBUG=1 $(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
 
+# Production serving: gunicorn (gunicorn.conf.py) with DEBUG off and static files
+# collected into whitenoise's compressed manifest storage. `make serve WORKERS=3`.
+serve: migrate
+	DJANGO_DEBUG=0 $(PY) manage.py collectstatic --noinput --verbosity 0
+	DJANGO_DEBUG=0 GUNICORN_BIND=$(HOST):$(PORT) $(if $(WORKERS),GUNICORN_WORKERS=$(WORKERS)) \
+		$(VENV)/bin/gunicorn -c gunicorn.conf.py
+
+# The side-by-side benchmark on a fresh PostgreSQL database (docs/benchmarks.md).
+# `make bench BENCH_ARGS=--small` for a quick run; BENCH_ARGS=--write updates the doc.
 bench: install
 	$(PIP) install --quiet -e '.[bench]'
-	$(PY) bench/conversation.py --write
+	$(PY) bench/run.py $(BENCH_ARGS)
+
+# HTTP load test: gunicorn on 127.0.0.1 against a fresh database, wrk per scenario.
+loadtest: install
+	$(PIP) install --quiet -e '.[bench]'
+	@command -v wrk >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk)
+	$(PY) bench/loadtest.py $(LOADTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) var staticfiles .pytest_cache
