@@ -409,15 +409,28 @@ class Bench:
 
         res.samples["langgraph"] = timed(langgraph, self.rounds)
 
+        # Pending writes are keyed by the checkpoint's row, or (in later schemas) by its ids.
+        by_ids = self.raw.execute(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'sessions_app_checkpointwrite'"
+            " AND column_name = 'checkpoint_ns'"
+        ).fetchone()[0]
+        self.raw.commit()
+
         def raw():
             row = self.raw.execute(
                 "SELECT id, checkpoint_id, parent_checkpoint_id, checkpoint, metadata FROM sessions_app_checkpoint"
                 " WHERE thread_id = %s AND checkpoint_ns = '' ORDER BY id DESC LIMIT 1", (index + 1,),
             ).fetchone()
-            self.raw.execute(
-                "SELECT task_id, idx, channel, value FROM sessions_app_checkpointwrite"
-                " WHERE thread_id = %s AND checkpoint_ns = '' AND checkpoint_id = %s", (index + 1, row[1]),
-            ).fetchall()
+            if by_ids:
+                self.raw.execute(
+                    "SELECT task_id, idx, channel, value FROM sessions_app_checkpointwrite"
+                    " WHERE thread_id = %s AND checkpoint_ns = '' AND checkpoint_id = %s", (index + 1, row[1]),
+                ).fetchall()
+            else:
+                self.raw.execute(
+                    "SELECT task_id, idx, channel, value FROM sessions_app_checkpointwrite WHERE checkpoint_id = %s",
+                    (row[0],),
+                ).fetchall()
             self.raw.commit()
 
         res.samples["raw"] = timed(raw, self.rounds)
@@ -698,6 +711,7 @@ def main() -> None:
     divisor = 10 if args.small else 1
     scales = [int(s) for s in args.scales.split(",")]
     run_started = time.perf_counter()
+    load_before = os.getloadavg()
 
     url = fresh_database()
     setup_django(url)
@@ -776,7 +790,8 @@ def main() -> None:
         f"Command: `{command}` ({'small: every size ÷ 10' if args.small else 'full size'}). Machine: {machine}.\n\n"
         f"Data at {top}×: {sizes[1]:,} blocks, {sizes[2]:,} checkpoints, {sizes[3]:,} store items in memoryadmin's tables; "
         f"{sizes[4]:,} checkpoints and {sizes[5]:,} items in LangGraph's; database {sizes[0]}. "
-        f"Whole run {total / 60:.1f} min.\n\n"
+        f"Whole run {total / 60:.1f} min; load average {load_before[0]:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end (other work on the machine shows here).\n\n"
         f"### Side by side at {top}× (ms, {args.rounds} rounds each)\n\n"
         + side_by_side(by_scale[top], [(f"load thread ({big_size:,} messages)", big)])
         + f"\n\n### Cost as data grows: p50 at {', '.join(f'{s}×' for s in scales)}\n\n"
