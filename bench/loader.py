@@ -11,7 +11,7 @@ of LangGraph's PostgresSaver and PostgresStore (made by their own `setup()`):
   service appends to a loaded thread instead of rewriting it;
 - 50 checkpoints per thread, each a LangGraph checkpoint (a window of the last
   messages, a step counter, channel versions) in memoryadmin's wire format
-  (made by memoryadmin's LangGraph saver codec) and, for PostgresSaver, in its
+  (LangChain's serialised messages) and, for PostgresSaver, in its
   own format (made by its own serializer, blobs in checkpoint_blobs);
 - store items: namespaces (org, user, kind), 10 items each, a JSON value with a
   text, a topic and a score; the same items in LangGraph's `store` table.
@@ -178,6 +178,22 @@ THREAD_COLUMNS = (
 # --- checkpoints ----------------------------------------------------------------------------------
 
 
+def checkpoint_wire(checkpoint) -> dict[str, Any]:
+    """A LangGraph checkpoint in memoryadmin's wire format (docs/checkpoints.md).
+
+    Plain JSON stays JSON; LangChain messages travel in LangChain's own serialised
+    form (what memoryadmin's LangGraph saver sends for them).
+    """
+    from langchain_core.load import dumpd
+
+    body = {key: value for key, value in checkpoint.items() if key != "channel_values"}
+    body["channel_values"] = {
+        name: [dumpd(m) for m in value] if name == "messages" else value
+        for name, value in checkpoint["channel_values"].items()
+    }
+    return orjson.loads(orjson.dumps(body))
+
+
 class CheckpointTemplates:
     """Per step k: the LangGraph checkpoint, its memoryadmin JSON and its PostgresSaver rows.
 
@@ -189,12 +205,7 @@ class CheckpointTemplates:
     def __init__(self, saver) -> None:
         from langchain_core.messages import AIMessage, HumanMessage
         from langgraph.checkpoint.base import empty_checkpoint
-        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-
-        from memoryadmin.integrations.langgraph_saver import ValueCodec
         from sessions_app.checkpoint_selectors import next_nodes, nodes_run
-
-        codec = ValueCodec(JsonPlusSerializer())
         pool = [
             (HumanMessage if i % 2 == 0 else AIMessage)(content=text_for(i), id=f"lc-{i}")
             for i in range(CHECKPOINTS_PER_THREAD + WINDOW)
@@ -216,7 +227,7 @@ class CheckpointTemplates:
                 "agent": {"branch:to:agent": versions[k - 1] if k else versions[0]},
             }
             checkpoint["updated_channels"] = ["messages", "step"]
-            ours = codec.dump_checkpoint(checkpoint)
+            ours = checkpoint_wire(checkpoint)
             # PostgresSaver.put: primitives stay inline, the rest go to checkpoint_blobs.
             inline = dict(checkpoint)
             inline["channel_values"] = {"step": k}

@@ -448,13 +448,7 @@ class Bench:
         latest = self.saver.get_tuple(config)
         lg_checkpoint = latest.checkpoint
         lg_config = latest.config
-        body = {k: v for k, v in latest.checkpoint.items()}
-        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-
-        from memoryadmin.integrations.langgraph_saver import ValueCodec
-
-        codec = ValueCodec(JsonPlusSerializer())
-        ours = codec.dump_checkpoint(body)
+        ours = loader.checkpoint_wire(latest.checkpoint)
 
         def fresh_id() -> str:
             return f"1f1{self.unique():05x}-0000-6000-8000-{index:012x}"
