@@ -61,7 +61,25 @@ def database_unavailable_response() -> Response:
     )
 
 
-class SeqCursorPagination(CursorPagination):
+class StrictLimitMixin:
+    """`limit` must be a whole number from 1 to max_page_size: a wrong one is a 400, not ignored."""
+
+    def get_page_size(self, request):
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return self.page_size
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if not 1 <= value <= self.max_page_size:
+            raise exceptions.ValidationError(
+                {self.page_size_query_param: [f"must be a whole number from 1 to {self.max_page_size}."]}
+            )
+        return value
+
+
+class SeqCursorPagination(StrictLimitMixin, CursorPagination):
     """Keyset pagination on seq: one query per page whatever the thread size."""
 
     ordering = "seq"
@@ -70,7 +88,7 @@ class SeqCursorPagination(CursorPagination):
     max_page_size = 1000
 
 
-class UpdatedCursorPagination(CursorPagination):
+class UpdatedCursorPagination(StrictLimitMixin, CursorPagination):
     ordering = ("-updated_at", "-id")
     page_size = 50
     page_size_query_param = "limit"

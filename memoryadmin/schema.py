@@ -12,3 +12,56 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
             {"type": "http", "scheme": "bearer", "description": "An API key: `Authorization: Bearer ma_…`"},
             {"type": "apiKey", "in": "header", "name": "X-Api-Key", "description": "The same key in `X-Api-Key`."},
         ]
+
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "code": {"type": "string", "description": "machine-readable reason, e.g. invalid, forbidden, not_found"},
+        "detail": {"description": "what went wrong, for people"},
+        "errors": {
+            "type": "object",
+            "additionalProperties": {"type": "array", "items": {}},
+            "description": "field errors, keyed by the field (e.g. context[3].role)",
+        },
+    },
+    "required": ["code", "detail"],
+}
+ERROR_RESPONSES = {
+    "400": "Bad input: the body, a parameter or a field is wrong; nothing was written.",
+    "401": "No API key, or an unknown or revoked one.",
+    "403": "Another user's object, or an action this role may not take; recorded in the audit log.",
+    "404": "No such object.",
+    "409": "Conflicts with what exists (a duplicate name or id, a concurrent change).",
+    "413": "The body is larger than the configured limit.",
+    "429": "Too many requests for this API key; see Retry-After.",
+    "503": "The database is not answering; see Retry-After.",
+}
+
+
+THREAD_ID_SCHEMA = {"type": "string", "pattern": "^[A-Za-z0-9_.:@$-]{1,64}$", "minLength": 1, "maxLength": 64}
+
+
+def add_error_responses(result, generator, request, public):
+    """Document the error answers every endpoint can give, with one shared Error schema.
+
+    Also gives every `thread_id` path parameter its pattern, so the schema says
+    what the server accepts wherever a thread is named.
+    """
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+    for path_item in result.get("paths", {}).values():
+        for method, operation in path_item.items():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "path" and parameter.get("name") == "thread_id":
+                    parameter["schema"] = dict(THREAD_ID_SCHEMA)
+            for status, description in ERROR_RESPONSES.items():
+                operation["responses"].setdefault(
+                    status,
+                    {
+                        "description": description,
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+                    },
+                )
+    return result

@@ -2,20 +2,42 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string"},
+            {"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "object"}]}},
+        ],
+        "nullable": True,
+        "description": "A string or a list of content parts; null only beside tool_calls.",
+    }
+)
+class MessageContentField(serializers.JSONField):
+    pass
 
 
 class MessageSerializer(serializers.Serializer):
     """A message: `role` and `content` at least; every other field is kept as posted."""
 
     role = serializers.ChoiceField(choices=["user", "assistant", "system", "tool", "human", "ai"])
-    content = serializers.JSONField(help_text="A string or a list of content parts.")
+    content = MessageContentField()
+
+
+@extend_schema_field({"type": "object", "additionalProperties": True, "nullable": True})
+class JsonObjectField(serializers.JSONField):
+    pass
 
 
 class AgentStateSaveSerializer(serializers.Serializer):
-    agent_code = serializers.CharField(max_length=64)
+    agent_code = serializers.RegexField(r"\S", max_length=64, help_text="1 to 64 characters, not only spaces")
     context = serializers.ListField(child=MessageSerializer())
-    extra_state = serializers.JSONField(required=False, allow_null=True)
+    extra_state = JsonObjectField(
+        required=False, help_text="overwritten when present (null clears it), kept when absent"
+    )
 
 
 class SaveResultSerializer(serializers.Serializer):

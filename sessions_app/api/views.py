@@ -62,7 +62,9 @@ class ThreadMessagesView(APIView):
         parameters=[
             THREAD_ID,
             OpenApiParameter("archived", str, enum=["false", "true", "all"], description="default false"),
-            OpenApiParameter("limit", int),
+            OpenApiParameter(
+                "limit", {"type": "integer", "minimum": 1, "maximum": SeqCursorPagination.max_page_size}, description="default 100"
+            ),
             OpenApiParameter("cursor", str),
         ],
         responses=s.BlockSerializer(many=True),
@@ -84,7 +86,9 @@ class ThreadListView(APIView):
             OpenApiParameter("q", str, description="text in the title, thread id or agent code"),
             OpenApiParameter("agent_code", str),
             OpenApiParameter("owner", str, description="username (operators and admins)"),
-            OpenApiParameter("limit", int),
+            OpenApiParameter(
+                "limit", {"type": "integer", "minimum": 1, "maximum": UpdatedCursorPagination.max_page_size}, description="default 50"
+            ),
             OpenApiParameter("cursor", str),
         ],
         responses=s.ThreadSummarySerializer(many=True),
