@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
-from django.db.models import Case, Count, Exists, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Value, When
+from django.db.models import Case, Count, Exists, IntegerField, JSONField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Coalesce
 
@@ -270,18 +270,20 @@ def next_nodes(checkpoint: Any) -> list[str]:
     """Nodes a LangGraph checkpoint will run next: those whose trigger channel moved past what they saw.
 
     LangGraph triggers a node by writing its `branch:to:<node>` channel (and the
-    entry node by `__start__`); a node is due when the channel's version is newer
-    than the version recorded in `versions_seen[node]`.
+    entry node by `__start__`); a node is due when that channel holds a value
+    whose version is newer than the one recorded in `versions_seen[node]`.
     """
     if not isinstance(checkpoint, dict):
         return []
     versions, seen = checkpoint.get("channel_versions"), checkpoint.get("versions_seen")
-    if not isinstance(versions, dict) or not isinstance(seen, dict):
+    values = checkpoint.get("channel_values")
+    if not isinstance(versions, dict) or not isinstance(seen, dict) or not isinstance(values, dict):
         return []
     due = []
     for channel, version in versions.items():
         node = _trigger_node(channel)
-        if node is None:
+        # A consumed trigger is cleared from the values (its version still moves on).
+        if node is None or channel not in values:
             continue
         node_seen = seen.get(node) if isinstance(seen.get(node), dict) else {}
         if channel not in node_seen or _version_key(node_seen[channel]) < _version_key(version):
@@ -324,11 +326,18 @@ def json_contains(document: Any, pattern: Any) -> bool:
 
 
 def _scalar_paths(pattern: dict[str, Any], prefix: tuple[str, ...] = ()):
+    """(path, value) for the string and number leaves of a pattern.
+
+    Only these narrow rows in SQL on SQLite: its `json_extract` compares them
+    faithfully, while booleans and null are read back differently and arrays not
+    at all, so those are left to the exact check in Python (which can only drop
+    rows, never find ones SQL left out).
+    """
     for key, item in pattern.items():
         path = (*prefix, key)
         if isinstance(item, dict):
             yield from _scalar_paths(item, path)
-        elif not isinstance(item, list) and item is not None:
+        elif isinstance(item, str | int | float) and not isinstance(item, bool):
             yield path, item
 
 
@@ -349,7 +358,7 @@ def json_filter(qs: QuerySet, field_name: str, pattern: dict[str, Any]) -> tuple
         expression: Any = field_name
         for key in path:
             expression = KeyTransform(key, expression)
-        qs = qs.filter(expression.get_lookup("exact")(expression, item))
+        qs = qs.filter(expression.get_lookup("exact")(expression, Value(item, output_field=JSONField())))
     return qs, True
 
 
@@ -377,7 +386,7 @@ def write_as_dict(write: CheckpointWrite) -> dict[str, Any]:
 
 
 def checkpoint_as_dict(checkpoint: Checkpoint, *, thread: Thread | None = None) -> dict[str, Any]:
-    """A checkpoint as the API answers it (DESIGN §9); writes must be prefetched."""
+    """A checkpoint as the API answers it (DESIGN §9); its writes attached by `attach_writes`."""
     thread = thread or checkpoint.thread
     return {
         "thread_id": thread.thread_id,
@@ -388,22 +397,42 @@ def checkpoint_as_dict(checkpoint: Checkpoint, *, thread: Thread | None = None) 
         "metadata": checkpoint.metadata,
         "node_id": checkpoint.node_id,
         "next_node_id": checkpoint.next_node_id,
-        "pending_writes": [write_as_dict(write) for write in checkpoint.writes.all()],
+        "pending_writes": [write_as_dict(write) for write in checkpoint.pending],
         "created_at": checkpoint.created_at,
         "updated_at": checkpoint.updated_at,
     }
 
 
-def _with_writes(qs: QuerySet[Checkpoint]) -> QuerySet[Checkpoint]:
-    return qs.prefetch_related(Prefetch("writes", queryset=CheckpointWrite.objects.order_by("task_path", "task_id", "idx")))
+def attach_writes(rows: list[Checkpoint]) -> list[Checkpoint]:
+    """Give each checkpoint its pending writes as `.pending`, in LangGraph's replay order: one query."""
+    if not rows:
+        return rows
+    by_key: dict[tuple[int, str, str], list[CheckpointWrite]] = {}
+    writes = CheckpointWrite.objects.filter(
+        thread_id__in={row.thread_id for row in rows}, checkpoint_id__in={row.checkpoint_id for row in rows}
+    ).order_by("task_path", "task_id", "idx")
+    for write in writes:
+        by_key.setdefault((write.thread_id, write.checkpoint_ns, write.checkpoint_id), []).append(write)
+    for row in rows:
+        row.pending = by_key.get((row.thread_id, row.checkpoint_ns, row.checkpoint_id), [])
+    return rows
+
+
+def writes_of(outer: str = "") -> QuerySet[CheckpointWrite]:
+    """Pending writes of the checkpoint an outer query names (`outer` prefixes its field names)."""
+    return CheckpointWrite.objects.filter(
+        thread=OuterRef(f"{outer}thread"),
+        checkpoint_ns=OuterRef(f"{outer}checkpoint_ns"),
+        checkpoint_id=OuterRef(f"{outer}checkpoint_id"),
+    )
 
 
 def checkpoints_of(thread: Thread) -> list[Checkpoint]:
     """Every checkpoint of a thread (all namespaces) with its writes, newest first."""
-    rows = list(_with_writes(Checkpoint.objects.filter(thread=thread).order_by("-id")))
+    rows = list(Checkpoint.objects.filter(thread=thread).order_by("-id"))
     for row in rows:
         row.thread = thread
-    return rows
+    return attach_writes(rows)
 
 
 # --- reads ---------------------------------------------------------------------------------------
@@ -453,14 +482,16 @@ def checkpoint_list(
     if before:
         qs = qs.filter(pk__lt=_before_pk(thread, before, checkpoint_ns))
     qs, exact_in_python = json_filter(qs, "metadata", metadata or {})
-    qs = _with_writes(qs.order_by("-id"))
+    qs = qs.order_by("-id")
     if exact_in_python:
         rows = _apply_exact(qs, "metadata", metadata or {}, limit + 1)
     else:
         rows = list(qs[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
     for row in rows:
         row.thread = thread
-    return CheckpointPage(thread=thread, checkpoints=rows[:limit], has_more=len(rows) > limit)
+    return CheckpointPage(thread=thread, checkpoints=attach_writes(rows), has_more=more)
 
 
 def checkpoint_get(*, actor, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = "") -> Checkpoint:
@@ -470,7 +501,7 @@ def checkpoint_get(*, actor, thread_id: str, checkpoint_id: str | None = None, c
 
 
 def checkpoint_get_in(*, thread: Thread, checkpoint_id: str | None = None, checkpoint_ns: str = "") -> Checkpoint:
-    qs = _with_writes(Checkpoint.objects.filter(thread=thread, checkpoint_ns=checkpoint_ns))
+    qs = Checkpoint.objects.filter(thread=thread, checkpoint_ns=checkpoint_ns)
     if checkpoint_id is not None:
         checkpoint_id_validate(checkpoint_id)
         found = qs.filter(checkpoint_id=checkpoint_id).first()
@@ -481,7 +512,7 @@ def checkpoint_get_in(*, thread: Thread, checkpoint_id: str | None = None, check
         if found is None:
             raise NotFound(f"Thread {thread.thread_id!r} has no checkpoint yet.")
     found.thread = thread
-    return found
+    return attach_writes([found])[0]
 
 
 # --- LangGraph's thread shapes -------------------------------------------------------------------
@@ -523,7 +554,7 @@ def status_of(*, next_node_id: str, has_error: bool, has_interrupt: bool) -> str
 
 def checkpoint_state(checkpoint: Checkpoint, *, thread: Thread) -> dict[str, Any]:
     """A checkpoint as LangGraph's ThreadState (`GET /threads/{id}/state`, history entries)."""
-    writes = list(checkpoint.writes.all())
+    writes = checkpoint.pending
     interrupts = interrupts_of(writes)
     errors = [write for write in writes if write.channel == ERROR]
     nexts = [node for node in checkpoint.next_node_id.split(",") if node]
@@ -606,7 +637,7 @@ def thread_latest(thread: Thread) -> dict[str, Any]:
     count = (
         Checkpoint.objects.filter(thread=thread).order_by().values("thread").annotate(n=Count("id")).values("n")
     )
-    writes = CheckpointWrite.objects.filter(checkpoint=OuterRef("pk"))
+    writes = writes_of()
     row = (
         Checkpoint.objects.filter(thread=thread)
         .annotate(
@@ -638,12 +669,15 @@ THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 def threads_with_status(qs: QuerySet[Thread]) -> QuerySet[Thread]:
     """Threads annotated with their latest root checkpoint, its status and their checkpoint count."""
     latest = _latest_root(OuterRef("pk"))
-    writes = CheckpointWrite.objects.filter(checkpoint=OuterRef("latest_checkpoint"))
+    writes = CheckpointWrite.objects.filter(
+        thread=OuterRef("pk"), checkpoint_ns="", checkpoint_id=OuterRef("latest_checkpoint_id")
+    )
     count = (
         Checkpoint.objects.filter(thread=OuterRef("pk")).order_by().values("thread").annotate(n=Count("id")).values("n")
     )
     return qs.annotate(
         latest_checkpoint=Subquery(latest.values("pk")[:1]),
+        latest_checkpoint_id=Subquery(latest.values("checkpoint_id")[:1]),
         latest_next=Subquery(latest.values("next_node_id")[:1]),
         checkpoint_count=Coalesce(Subquery(count[:1]), Value(0)),
     ).annotate(
@@ -691,7 +725,7 @@ def threads_as_langgraph(threads: list[Thread]) -> list[dict[str, Any]]:
     latest_ids = [thread.latest_checkpoint for thread in threads if thread.latest_checkpoint]
     latest = {}
     if latest_ids:
-        rows = _with_writes(Checkpoint.objects.filter(pk__in=latest_ids).defer("metadata"))
+        rows = attach_writes(list(Checkpoint.objects.filter(pk__in=latest_ids).defer("metadata")))
         latest = {row.pk: row for row in rows}
     out = []
     for thread in threads:
@@ -701,7 +735,7 @@ def threads_as_langgraph(threads: list[Thread]) -> list[dict[str, Any]]:
                 thread,
                 values=state_values(row.checkpoint) if row else {},
                 status=thread.lg_status,
-                interrupts=_interrupts_by_task(row.writes.all()) if row else {},
+                interrupts=_interrupts_by_task(row.pending) if row else {},
                 checkpoints=thread.checkpoint_count,
             )
         )
@@ -789,9 +823,7 @@ def checkpoint_timeline(
     total = qs.count()
     if before:
         qs = qs.filter(pk__lt=_before_pk(thread, before, checkpoint_ns))
-    write_count = (
-        CheckpointWrite.objects.filter(checkpoint=OuterRef("pk")).order_by().values("checkpoint").annotate(n=Count("id")).values("n")
-    )
+    write_count = writes_of().order_by().values("thread").annotate(n=Count("id")).values("n")
     rows = list(
         qs.defer("checkpoint")
         .annotate(
@@ -950,7 +982,7 @@ def checkpoint_detail(*, actor, thread_id: str, checkpoint_id: str, checkpoint_n
             "messages": message_list(write.value) or ([m] if (m := message_view(write.value)) else None),
             "text": _pretty(write.value),
         }
-        for write in checkpoint.writes.all()
+        for write in checkpoint.pending
     ]
     return CheckpointDetail(
         checkpoint=checkpoint,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Literal
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Exists, JSONField, Max, OuterRef, Q, Value
 from django.utils import timezone
 
 from memoryadmin import roles
@@ -147,6 +147,11 @@ def checkpoint_input(
     )
 
 
+def _json_field_value(value: Any) -> Any:
+    """A value for a JSONField: Django saves a bare None as SQL NULL, JSON null needs saying so."""
+    return Value(None, output_field=JSONField()) if value is None else value
+
+
 def _run_id(metadata: dict[str, Any]) -> str:
     run_id = metadata.get("run_id")
     return str(run_id)[:RUN_ID_MAX] if isinstance(run_id, str | int) and not isinstance(run_id, bool) else ""
@@ -191,6 +196,11 @@ def _thread_for_write(*, actor, thread_id: str, action: str, create: bool) -> tu
             thread = Thread.objects.select_for_update().get(thread_id=thread_id)
     _ensure_owner(actor, thread, action)
     return thread, created
+
+
+def _same_checkpoint() -> Q:
+    """Inside a subquery on checkpoints: the one the outer pending write belongs to."""
+    return Q(thread=OuterRef("thread"), checkpoint_ns=OuterRef("checkpoint_ns"), checkpoint_id=OuterRef("checkpoint_id"))
 
 
 def _touch(thread: Thread) -> None:
@@ -336,19 +346,21 @@ def checkpoint_put_writes(
     resume -4). A (task_id, idx) already stored is kept for ordinary writes (a
     retried task writes nothing twice) and replaced for special ones (the latest
     error or interrupt wins).
+
+    The checkpoint need not be stored yet, and the thread is created for the
+    caller if new: LangGraph's loop sends a task's writes concurrently with the
+    put of their checkpoint, so they may arrive first.
     """
     checkpoint_id_validate(checkpoint_id)
     checkpoint_ns = checkpoint_ns_validate(checkpoint_ns)
-    thread, _ = _thread_for_write(actor=actor, thread_id=thread_id, action="checkpoint.write", create=False)
-    checkpoint = Checkpoint.objects.filter(thread=thread, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id).first()
-    if checkpoint is None:
-        raise NotFound(f"Checkpoint {checkpoint_id!r} does not exist in thread {thread_id!r}.")
+    thread, _ = _thread_for_write(actor=actor, thread_id=thread_id, action="checkpoint.write", create=True)
+    key = {"thread": thread, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}
     rows = {
         WRITES_IDX_MAP.get(channel, index): (channel, value) for index, (channel, value) in enumerate(data.writes)
     }
     stored = {
         write.idx: write
-        for write in CheckpointWrite.objects.filter(checkpoint=checkpoint, task_id=data.task_id, idx__in=list(rows))
+        for write in CheckpointWrite.objects.filter(**key, task_id=data.task_id, idx__in=list(rows))
     }
     new, replaced = [], []
     for idx, (channel, value) in rows.items():
@@ -356,11 +368,16 @@ def checkpoint_put_writes(
         if current is None:
             new.append(
                 CheckpointWrite(
-                    checkpoint=checkpoint, task_id=data.task_id, task_path=data.task_path, idx=idx, channel=channel, value=value
+                    **key,
+                    task_id=data.task_id,
+                    task_path=data.task_path,
+                    idx=idx,
+                    channel=channel,
+                    value=_json_field_value(value),
                 )
             )
         elif idx < 0:
-            current.channel, current.value, current.task_path = channel, value, data.task_path
+            current.channel, current.value, current.task_path = channel, _json_field_value(value), data.task_path
             replaced.append(current)
     CheckpointWrite.objects.bulk_create(new, batch_size=1000)
     if replaced:
@@ -381,6 +398,7 @@ def checkpoint_release(*, actor, thread_id: str, request=None) -> dict[str, Any]
     thread = thread_get_for_admin(actor=actor, thread_id=thread_id, action="checkpoint.release", lock=True)
     released = [checkpoint_as_dict(row, thread=thread) for row in checkpoints_of(thread)]
     Checkpoint.objects.filter(thread=thread).delete()
+    CheckpointWrite.objects.filter(thread=thread).delete()
     _touch(thread)
     audit_record(
         actor=actor,
@@ -402,6 +420,7 @@ def checkpoint_delete_thread(*, actor, thread_id: str, request=None) -> int:
     thread = thread_get_for_owner_or_admin(actor=actor, thread_id=thread_id, action="checkpoint.delete_thread", lock=True)
     count = Checkpoint.objects.filter(thread=thread).count()
     Checkpoint.objects.filter(thread=thread).delete()
+    CheckpointWrite.objects.filter(thread=thread).delete()
     _touch(thread)
     audit_record(
         actor=actor,
@@ -448,15 +467,19 @@ def checkpoint_prune(*, actor, thread_ids: Iterable[str], strategy: Any = "keep_
         if not (roles.is_admin(actor) or thread.owner_id == actor.pk):
             raise _deny(thread.thread_id, "checkpoint.prune", "This thread belongs to another user.")
     qs = Checkpoint.objects.filter(thread__in=threads)
+    writes = CheckpointWrite.objects.filter(thread__in=threads)
     if strategy == "keep_latest":
-        keep = (
+        keep = list(
             Checkpoint.objects.filter(thread__in=threads)
             .values("thread", "checkpoint_ns")
             .annotate(latest=Max("id"))
             .values_list("latest", flat=True)
         )
-        qs = qs.exclude(pk__in=list(keep))
+        qs = qs.exclude(pk__in=keep)
+        # The kept checkpoints keep their writes; every other write of these threads goes.
+        writes = writes.exclude(Exists(Checkpoint.objects.filter(pk__in=keep).filter(_same_checkpoint())))
     removed = qs.count()
+    writes.delete()
     qs.delete()
     if threads:
         audit_record(
@@ -492,6 +515,7 @@ def checkpoint_delete_for_runs(*, actor, run_ids: Any, request=None) -> int:
     qs = Checkpoint.objects.filter(thread__owner=actor, run_id__in=ids)
     removed = qs.count()
     if removed:
+        CheckpointWrite.objects.filter(thread__owner=actor).filter(Exists(qs.filter(_same_checkpoint()))).delete()
         qs.delete()
         audit_record(
             actor=actor,
@@ -541,21 +565,21 @@ def checkpoint_copy_thread(*, actor, source_thread_id: str, target_thread_id: An
         )
         for row in originals
     ]
-    # One INSERT whose rows take increasing keys in list order, so the copy keeps the
-    # source's history order; the keys come back (RETURNING) to re-attach the writes.
+    # Rows of one INSERT take increasing keys in list order: the copy keeps the history order.
     Checkpoint.objects.bulk_create(copies, batch_size=500)
-    new_pk = {row.pk: copy.pk for row, copy in zip(originals, copies, strict=True)}
     writes = [
         CheckpointWrite(
-            checkpoint_id=new_pk[write.checkpoint_id],
+            thread=target,
+            checkpoint_ns=write.checkpoint_ns,
+            checkpoint_id=write.checkpoint_id,
             task_id=write.task_id,
             task_path=write.task_path,
             idx=write.idx,
             channel=write.channel,
-            value=write.value,
+            value=_json_field_value(write.value),
             created_at=write.created_at,
         )
-        for write in CheckpointWrite.objects.filter(checkpoint__thread=source).order_by("id")
+        for write in CheckpointWrite.objects.filter(thread=source).order_by("id")
     ]
     CheckpointWrite.objects.bulk_create(writes, batch_size=1000)
     return target

@@ -149,12 +149,17 @@ class Checkpoint(models.Model):
 class CheckpointWrite(models.Model):
     """A pending write of a task against a checkpoint (LangGraph's checkpoint_writes).
 
-    One row per (checkpoint, task_id, idx): a retried task writes nothing twice.
-    LangGraph's special channels (errors, interrupts, scheduled, resume) take
-    negative indexes so they never collide with a task's ordinary writes.
+    Keyed by (thread, checkpoint_ns, checkpoint_id), not by a foreign key to the
+    checkpoint: LangGraph's loop sends a task's writes concurrently with the put
+    of the checkpoint they belong to, so they may arrive first (its own savers
+    have no such key either). One row per (task_id, idx): a retried task writes
+    nothing twice. LangGraph's special channels (errors, interrupts, scheduled,
+    resume) take negative indexes so they never collide with ordinary writes.
     """
 
-    checkpoint = models.ForeignKey(Checkpoint, on_delete=models.CASCADE, related_name="writes")
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoint_writes")
+    checkpoint_ns = models.CharField(max_length=512, blank=True, default="")
+    checkpoint_id = models.CharField(max_length=128)
     task_id = models.CharField(max_length=255)
     task_path = models.CharField(max_length=1024, blank=True, default="")
     idx = models.IntegerField()
@@ -166,11 +171,14 @@ class CheckpointWrite(models.Model):
         # LangGraph replays a super-step's writes in (task_path, task_id, idx) order.
         ordering = ["task_path", "task_id", "idx"]
         constraints = [
-            models.UniqueConstraint(fields=["checkpoint", "task_id", "idx"], name="checkpoint_write_task_idx_uniq"),
+            models.UniqueConstraint(
+                fields=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+                name="checkpoint_write_task_idx_uniq",
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.checkpoint_id}:{self.task_id}#{self.idx} {self.channel}"
+        return f"{self.thread_id}:{self.checkpoint_id}:{self.task_id}#{self.idx} {self.channel}"
 
 
 # --- operations: retention policies and runs, bulk jobs ------------------------------------------
