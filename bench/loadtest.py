@@ -1,0 +1,327 @@
+"""`make loadtest`: HTTP throughput and latency of the production server on this machine.
+
+    .venv/bin/python bench/loadtest.py [--duration 60] [--connections 8] [--write]
+
+Creates a fresh PostgreSQL database (LOADTEST_DB, default memoryadmin_loadtest),
+loads 1 000 threads (100 000 blocks, 50 000 checkpoints) and 100 000 store items
+with bench/loader.py, starts gunicorn from gunicorn.conf.py on 127.0.0.1 (workers
+from the CPU count) and drives each scenario with wrk for `--duration` seconds:
+
+- agent-state save: PUT, each request appends a turn (2 messages) to one of 200
+  conversations, which start again on a new thread at 100 messages;
+- agent-state load: GET a loaded thread's context;
+- checkpoint put: POST a LangGraph checkpoint (a push) to a loaded thread;
+- checkpoint get: GET the latest checkpoint of a loaded thread;
+- store put: PUT an item (new keys) in one of the member's namespaces;
+- store search: POST a search with a namespace prefix and a filter;
+- thread list page: the dashboard's HTML page, signed in as an admin.
+
+Then the read scenarios again with DJANGO_DB_POOL=1 (psycopg pool instead of
+persistent connections). Reports requests/s, p50/p95/p99 and errors (any
+non-2xx answer or socket error counts); `--write` puts the table in
+docs/benchmarks.md. Loopback only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+os.environ.setdefault("BENCH_DB", os.environ.get("LOADTEST_DB", "memoryadmin_loadtest"))
+
+import loader  # noqa: E402
+import run as bench  # noqa: E402
+
+THREADS = 1_000
+NAMESPACES = 10_000
+CONVERSATIONS = 200
+
+# Shared by every scenario: wrk reports its summary as one JSON line.
+DONE_LUA = r"""
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'RESULT {"requests": %d, "duration_us": %d, "p50": %d, "p95": %d, "p99": %d, "max": %d, '
+    .. '"connect": %d, "read": %d, "write": %d, "status": %d, "timeout": %d}\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(95),
+    latency:percentile(99), latency.max, e.connect, e.read, e.write, e.status, e.timeout))
+end
+"""
+
+
+def lua_list(values) -> str:
+    return "{" + ", ".join(json.dumps(v) for v in values) + "}"
+
+
+def scenario_scripts(*, key: str, cookie: str, member_threads: list[str], orgs: list[str], checkpoint_body: str) -> dict[str, str]:
+    auth = f'wrk.headers["Authorization"] = "Bearer {key}"\nwrk.headers["Content-Type"] = "application/json"\n'
+    text = loader.text_for(3).replace('"', "")
+    return {
+        "agent-state save": auth + f"""
+local n = 0
+local conversations = {CONVERSATIONS}
+local text = "{text}"
+local cache = {{}}
+local function message(i)
+  local m = cache[i]
+  if not m then
+    local role = (i % 2 == 0) and "user" or "assistant"
+    m = string.format('{{"role":"%s","content":"%d: %s","id":"m-%d"}}', role, i, text, i)
+    cache[i] = m
+  end
+  return m
+end
+request = function()
+  local slot = n % conversations
+  local round = math.floor(n / conversations)
+  n = n + 1
+  local generation = math.floor(round / 50)
+  local size = 2 * (round % 50 + 1)
+  local parts = {{}}
+  for i = 0, size - 1 do parts[#parts + 1] = message(i) end
+  local body = '{{"agent_code":"loadtest","context":[' .. table.concat(parts, ",") .. ']}}'
+  return wrk.format("PUT", string.format("/api/v1/threads/lt-%d-%d/agent-state", generation, slot), nil, body)
+end
+""",
+        "agent-state load": auth + f"""
+local threads = {lua_list(member_threads)}
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("GET", "/api/v1/threads/" .. threads[n % #threads + 1] .. "/agent-state")
+end
+""",
+        "checkpoint put": auth + f"""
+local threads = {lua_list(member_threads)}
+local body = {json.dumps(checkpoint_body)}
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("POST", "/api/v1/threads/" .. threads[n % #threads + 1] .. "/checkpoints", nil, body)
+end
+""",
+        "checkpoint get latest": auth + f"""
+local threads = {lua_list(member_threads)}
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("GET", "/api/v1/threads/" .. threads[n % #threads + 1] .. "/checkpoints/latest")
+end
+""",
+        "store put": auth + f"""
+local orgs = {lua_list(orgs)}
+local n = 0
+request = function()
+  n = n + 1
+  local org = orgs[n % #orgs + 1]
+  local user = "user-" .. tonumber(string.sub(org, 5)) .. "-" .. (n % 10)
+  local body = string.format('{{"namespace":["%s","%s","memories"],"key":"lt-%d","value":{{"text":"%s","topic":"travel","score":%d}}}}',
+    org, user, n, "{text}", n % 100)
+  return wrk.format("PUT", "/api/v1/store/items", nil, body)
+end
+""",
+        "store search (prefix + filter)": auth + f"""
+local orgs = {lua_list(orgs)}
+local topics = {lua_list(loader.TOPICS)}
+local n = 0
+request = function()
+  n = n + 1
+  local body = string.format('{{"namespace_prefix":["%s"],"filter":{{"topic":"%s"}},"limit":10}}',
+    orgs[n % #orgs + 1], topics[n % #topics + 1])
+  return wrk.format("POST", "/api/v1/store/items/search", nil, body)
+end
+""",
+        "thread list page": f"""
+wrk.headers["Cookie"] = "{cookie}"
+request = function()
+  return wrk.format("GET", "/threads/")
+end
+""",
+    }
+
+
+def run_wrk(base: str, script: str, *, duration: int, connections: int, threads: int) -> dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as handle:
+        handle.write(script + DONE_LUA)
+        path = handle.name
+    try:
+        out = subprocess.run(
+            ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--timeout", "10s", "-s", path, base],
+            capture_output=True, text=True, timeout=duration + 60,
+        )
+    finally:
+        os.unlink(path)
+    line = next((line for line in out.stdout.splitlines() if line.startswith("RESULT ")), None)
+    if line is None:
+        raise RuntimeError(f"wrk failed: {out.stdout}\n{out.stderr}")
+    result = json.loads(line[len("RESULT "):])
+    result["rps"] = result["requests"] / (result["duration_us"] / 1e6)
+    result["errors"] = sum(result[k] for k in ("connect", "read", "write", "status", "timeout"))
+    return result
+
+
+def server_errors(base: str) -> tuple[int, int]:
+    """Requests and 5xx answers as /metrics counts them (summed over every worker)."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    total = errors = 0
+    for family in text_string_to_metric_families(httpx.get(f"{base}/metrics", timeout=10).text):
+        if family.name == "http_requests":
+            for sample in family.samples:
+                if sample.name == "http_requests_total":
+                    total += int(sample.value)
+                    errors += int(sample.value) if sample.labels["status"].startswith("5") else 0
+    return total, errors
+
+
+def start(url: str, port: int, extra_env: dict[str, str]) -> subprocess.Popen:
+    import httpx
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "DJANGO_DEBUG": "0",
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "GUNICORN_BIND": f"127.0.0.1:{port}",
+        "GUNICORN_ACCESS_LOG": "",
+        "GUNICORN_LOG_LEVEL": "warning",
+        **extra_env,
+    }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py"], cwd=ROOT, env=env)
+    for _ in range(300):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("gunicorn did not start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=int, default=60, help="seconds per scenario")
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--wrk-threads", type=int, default=1)
+    parser.add_argument("--only", default="", help="comma-separated scenario names (default: all)")
+    parser.add_argument("--no-pool-compare", action="store_true")
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk is not installed (apt-get install wrk); `make loadtest` installs it.")
+
+    os.environ.setdefault("MEMORYADMIN_THROTTLE_RATE", "1000000/min")
+    url = bench.fresh_database()
+    bench.setup_django(url)
+    import orjson
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
+
+    from memoryadmin.apikeys import apikey_create
+
+    with PostgresSaver.from_conn_string(url) as saver:
+        saver.setup()
+        templates = loader.CheckpointTemplates(saver)
+    with PostgresStore.from_conn_string(url) as store:
+        store.setup()
+    members, admin = loader.seed_users(10)
+    owners = [user.pk for user in members]
+    started = time.perf_counter()
+    with psycopg.connect(url) as conn:
+        loader.load_range(conn, loader.Loaded(), threads=THREADS, namespaces=NAMESPACES, owners=owners,
+                          templates=templates, log=bench.log)
+    bench.log(f"loaded in {time.perf_counter() - started:.0f}s")
+    member = members[0]
+    key = apikey_create(owner=member).plaintext
+    cookie = bench.session_cookie(admin)
+    member_threads = [loader.thread_key(i) for i in range(THREADS) if i % len(owners) == 0]
+    per_org = loader.USERS_PER_ORG * len(loader.KINDS)
+    orgs = [loader.org_key(o) for o in range(NAMESPACES // per_org) if o % len(owners) == 0]
+    step = templates.steps[-1]
+    checkpoint_body = orjson.dumps({"checkpoint": step["ours"], "metadata": step["metadata"]}).decode()
+    scripts = scenario_scripts(key=key, cookie=cookie, member_threads=member_threads, orgs=orgs, checkpoint_body=checkpoint_body)
+    if args.only:
+        wanted = {name.strip() for name in args.only.split(",")}
+        scripts = {name: script for name, script in scripts.items() if name in wanted}
+
+    import multiprocessing
+
+    rows = []
+    configs = [("persistent connections (CONN_MAX_AGE=60)", {})]
+    if not args.no_pool_compare:
+        configs.append(("psycopg pool (DJANGO_DB_POOL=1)", {"DJANGO_DB_POOL": "1"}))
+    reads = {"agent-state load", "checkpoint get latest", "store search (prefix + filter)"}
+    for label, extra in configs:
+        port = bench.free_port()
+        server = start(url, port, extra)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            for name, script in scripts.items():
+                if extra and name not in reads:
+                    continue
+                bench.log(f"{label}: {name} for {args.duration}s …")
+                result = run_wrk(base, script, duration=args.duration, connections=args.connections, threads=args.wrk_threads)
+                rows.append((label, name, result))
+                bench.log(f"  {result['rps']:.0f} req/s, p50 {result['p50'] / 1000:.1f} ms, p99 {result['p99'] / 1000:.1f} ms, "
+                          f"errors {result['errors']}")
+            served, failed = server_errors(base)
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+        rows.append((label, "__server__", {"served": served, "5xx": failed}))
+
+    workers = int(os.environ.get("GUNICORN_WORKERS") or multiprocessing.cpu_count() * 2 + 1)
+    threads = int(os.environ.get("GUNICORN_THREADS") or 2)
+    lines = [
+        "| connections | scenario | requests | req/s | p50 ms | p95 ms | p99 ms | max ms | errors |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    notes = []
+    for label, name, r in rows:
+        if name == "__server__":
+            notes.append(f"{label}: the server's /metrics counted {r['served']:,} requests over all workers, {r['5xx']} with a 5xx status.")
+            continue
+        lines.append(
+            f"| {label} | {name} | {r['requests']:,} | {r['rps']:.0f} | {r['p50'] / 1000:.1f} | {r['p95'] / 1000:.1f} | "
+            f"{r['p99'] / 1000:.1f} | {r['max'] / 1000:.0f} | {r['errors']} |"
+        )
+    import django
+    import platform
+    from importlib.metadata import version
+
+    report = (
+        f"Command: `make loadtest` (wrk {args.wrk_threads} thread, {args.connections} connections, {args.duration} s per scenario, "
+        f"all on 127.0.0.1). Server: gunicorn {version('gunicorn')} from gunicorn.conf.py, {workers} workers × {threads} threads, "
+        f"on the same {os.cpu_count()}-core machine as wrk and PostgreSQL {psycopg.connect(url).info.server_version // 10000} "
+        f"(CPython {platform.python_version()}, Django {django.get_version()}). Data: {THREADS:,} threads, "
+        f"{THREADS * loader.BLOCKS_PER_THREAD:,} blocks, {THREADS * loader.CHECKPOINTS_PER_THREAD:,} checkpoints, "
+        f"{NAMESPACES * loader.ITEMS_PER_NAMESPACE:,} store items. Load average at the end: {os.getloadavg()[0]:.1f}.\n\n"
+        + "\n".join(lines) + "\n\n" + "\n".join(f"- {note}" for note in notes) + "\n"
+    )
+    print(report)
+    if args.write:
+        doc = ROOT / "docs" / "benchmarks.md"
+        text = doc.read_text()
+        start_mark, end_mark = "<!-- loadtest:start -->", "<!-- loadtest:end -->"
+        if start_mark not in text:
+            text += f"\n{start_mark}\n{end_mark}\n"
+        head, _, rest = text.partition(start_mark)
+        _, _, tail = rest.partition(end_mark)
+        doc.write_text(f"{head}{start_mark}\n{report}{end_mark}{tail}")
+        bench.log(f"wrote {doc}")
+
+
+if __name__ == "__main__":
+    main()
