@@ -56,6 +56,9 @@ def add_error_responses(result, generator, request, public):
             for parameter in operation.get("parameters", []):
                 if parameter.get("in") == "path" and parameter.get("name") == "thread_id":
                     parameter["schema"] = dict(THREAD_ID_SCHEMA)
+            for status, response in operation["responses"].items():
+                if status[0] in "45" and "content" not in response:
+                    response["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
             for status, description in ERROR_RESPONSES.items():
                 operation["responses"].setdefault(
                     status,

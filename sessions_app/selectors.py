@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -10,6 +11,7 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 
 from memoryadmin import roles
+from memoryadmin.audit import audit_foreign_read
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
 
 from .models import THREAD_ID_RE, Block, Thread
@@ -42,11 +44,18 @@ def _deny(thread: Thread, action: str, message: str) -> Forbidden:
     return Forbidden(message, target=f"thread:{thread.thread_id}", action=action)
 
 
-def thread_get_for_read(*, actor, thread_id: str) -> Thread:
-    """The thread if the actor owns it or reads everything (operator, admin); else 403."""
+def thread_get_for_read(*, actor, thread_id: str, audit: bool = True) -> Thread:
+    """The thread if the actor owns it or reads everything (operator, admin); else 403.
+
+    An operator's or admin's read of another user's thread is an audit event
+    (one INSERT); `audit=False` when the caller records a more specific one.
+    """
     thread = _thread_get(thread_id)
-    if thread.owner_id != actor.pk and not roles.can_read_all(actor):
-        raise _deny(thread, "thread.read", "This thread belongs to another user.")
+    if thread.owner_id != actor.pk:
+        if not roles.can_read_all(actor):
+            raise _deny(thread, "thread.read", "This thread belongs to another user.")
+        if audit:
+            audit_foreign_read(actor=actor, owner=thread.owner, target=f"thread:{thread.thread_id}")
     return thread
 
 
@@ -56,6 +65,25 @@ def thread_get_for_admin(*, actor, thread_id: str, action: str, lock: bool = Fal
     if not roles.is_admin(actor):
         raise _deny(thread, action, "Only an admin may do this.")
     return thread
+
+
+def thread_etag(thread: Thread) -> str:
+    """A strong entity tag of the thread's conversation state.
+
+    It changes with every write that changes the state (blocks, extra_state,
+    agent_code, metadata), since each of those saves the row and so moves
+    updated_at, and never on a no-op save.
+    """
+    version = f"{thread.pk}:{thread.last_seq}:{thread.rewrite_count}:{thread.updated_at.isoformat()}:{thread.agent_code}"
+    return '"' + hashlib.sha256(version.encode()).hexdigest()[:24] + '"'
+
+
+def etag_matches(if_match: str, etag: str | None) -> bool:
+    """RFC 9110 If-Match: `*` matches any current state; otherwise one of the listed strong tags."""
+    if etag is None:
+        return False
+    tags = [tag.strip() for tag in if_match.split(",")]
+    return "*" in tags or etag in tags
 
 
 def thread_may_delete(*, actor, thread: Thread) -> bool:

@@ -18,13 +18,19 @@ from django.utils import timezone
 
 from memoryadmin import roles
 from memoryadmin.audit import audit_record
-from memoryadmin.errors import Forbidden, InvalidInput
+from memoryadmin.errors import Forbidden, InvalidInput, PreconditionFailed
 from memoryadmin.jsoncheck import json_storage_problem
 from memoryadmin.metrics import BLOCK_APPEND, BLOCK_ARCHIVE_WRITE, BLOCK_PERSIST_FAIL, BLOCK_TRUNCATE
 
 from .messages import ContextHasher, ParsedMessage, canonical, parse_message
 from .models import TITLE_MAX, Block, Thread
-from .selectors import thread_get_for_admin, thread_get_for_owner_or_admin, thread_id_validate
+from .selectors import (
+    etag_matches,
+    thread_etag,
+    thread_get_for_admin,
+    thread_get_for_owner_or_admin,
+    thread_id_validate,
+)
 
 AGENT_CODE_MAX = 64
 
@@ -39,9 +45,13 @@ class SaveResult:
     archived: int
     active: int
     max_seq: int
+    # The thread's entity tag after the save (an HTTP header, not part of the body).
+    etag: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        body = asdict(self)
+        del body["etag"]
+        return body
 
 
 def _validate_context_shape(context: Any) -> None:
@@ -140,6 +150,7 @@ def thread_save_agent_state(
     context: Any,
     extra_state: Any = None,
     extra_state_given: bool = False,
+    if_match: str | None = None,
 ) -> SaveResult:
     """Save an agent's state: context blocks appended or rewritten, extra_state overwritten.
 
@@ -147,7 +158,9 @@ def thread_save_agent_state(
     owner's thread with nothing written; rewrite when the context is shorter
     than the active blocks or its stored prefix changed (hash chain); append
     the tail otherwise; no-op when equal; seq continues from max(seq)
-    including archived rows.
+    including archived rows. With `if_match` (an HTTP If-Match value) the save
+    happens only if the thread is still in that state, else 412 and nothing is
+    written: optimistic concurrency for agents that run several replicas.
     """
     try:
         thread_id_validate(thread_id)
@@ -169,6 +182,7 @@ def thread_save_agent_state(
             context=context,
             extra_state=extra_state,
             extra_state_given=extra_state_given,
+            if_match=if_match,
         )
     except Exception:
         BLOCK_PERSIST_FAIL.inc()
@@ -181,9 +195,14 @@ def thread_save_agent_state(
 
 
 @transaction.atomic
-def _save(*, actor, thread_id, agent_code, context, extra_state, extra_state_given):
+def _save(*, actor, thread_id, agent_code, context, extra_state, extra_state_given, if_match):
     thread, created = _lock_or_create(thread_id=thread_id, actor=actor, agent_code=agent_code)
     _ensure_writer(actor, thread)
+    if if_match is not None and not etag_matches(if_match, None if created else thread_etag(thread)):
+        raise PreconditionFailed(
+            "The thread changed since you read it (If-Match does not match its ETag); read it again.",
+            fields={"If-Match": ["does not match the thread's current ETag."]},
+        )
 
     head = (
         Block.objects.filter(thread=thread, agent_code=agent_code, archived=False)
@@ -261,6 +280,7 @@ def _save(*, actor, thread_id, agent_code, context, extra_state, extra_state_giv
         archived=archived,
         active=total,
         max_seq=thread.last_seq,
+        etag=thread_etag(thread),
     )
     return result, {"rewrite": mode == "rewrite", "archived": archived}
 

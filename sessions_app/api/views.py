@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,6 +16,9 @@ from .. import checkpoint_selectors, checkpoint_services, selectors, services
 from . import checkpoint_serializers as cs_serializers
 from . import serializers as s
 
+ETAG_HEADER = OpenApiParameter(
+    "ETag", str, OpenApiParameter.HEADER, description="the thread's state version", response=[200]
+)
 THREAD_ID = OpenApiParameter("thread_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="1..64 of [A-Za-z0-9_.:@$-]")
 
 
@@ -31,15 +34,27 @@ def thread_summary(thread) -> dict:
 
 
 class AgentStateView(APIView):
-    @extend_schema(parameters=[THREAD_ID], responses=s.AgentStateSerializer, summary="Load an agent's state")
+    @extend_schema(parameters=[THREAD_ID, ETAG_HEADER], responses=s.AgentStateSerializer, summary="Load an agent's state")
     def get(self, request: Request, thread_id: str) -> Response:
         state = selectors.thread_agent_state(actor=request.user, thread_id=thread_id)
-        return Response(state.as_dict())
+        return Response(state.as_dict(), headers={"ETag": selectors.thread_etag(state.thread)})
 
     @extend_schema(
-        parameters=[THREAD_ID],
+        parameters=[
+            THREAD_ID,
+            ETAG_HEADER,
+            OpenApiParameter(
+                "If-Match",
+                str,
+                OpenApiParameter.HEADER,
+                description="save only if the thread still has this ETag (from a GET or a previous save); else 412",
+            ),
+        ],
         request=s.AgentStateSaveSerializer,
-        responses=s.SaveResultSerializer,
+        responses={
+            200: s.SaveResultSerializer,
+            412: OpenApiResponse(description="the thread changed since the ETag given in If-Match; nothing written"),
+        },
         summary="Save an agent's state (append, rewrite or no-op)",
     )
     def put(self, request: Request, thread_id: str) -> Response:
@@ -51,8 +66,9 @@ class AgentStateView(APIView):
             context=data.get("context"),
             extra_state=data.get("extra_state"),
             extra_state_given="extra_state" in data,
+            if_match=request.headers.get("If-Match"),
         )
-        return Response(result.as_dict())
+        return Response(result.as_dict(), headers={"ETag": result.etag})
 
 
 class ThreadMessagesView(APIView):
