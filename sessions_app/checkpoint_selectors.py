@@ -296,7 +296,8 @@ def nodes_run(versions_seen: Any, parent_versions_seen: Any) -> list[str]:
     if not isinstance(versions_seen, dict):
         return []
     before = parent_versions_seen if isinstance(parent_versions_seen, dict) else {}
-    return sorted(node for node, seen in versions_seen.items() if before.get(node) != seen)
+    # versions_seen also tracks interrupts already raised, under a key that is not a node.
+    return sorted(node for node, seen in versions_seen.items() if node != INTERRUPT and before.get(node) != seen)
 
 
 def is_langgraph_checkpoint(checkpoint: Any) -> bool:
@@ -877,6 +878,11 @@ class ChannelChange:
     changed_keys: list[str] = field(default_factory=list)
     before: str = ""
     after: str = ""
+    appended: str = ""
+
+    @property
+    def internal(self) -> bool:
+        return is_internal_channel(self.name)
 
 
 @dataclass
@@ -906,7 +912,7 @@ def checkpoint_diff(values: dict[str, Any], parent_values: dict[str, Any]) -> tu
     """
     changes: list[ChannelChange] = []
     unchanged = 0
-    for name in sorted(set(values) | set(parent_values)):
+    for name in sorted(set(values) | set(parent_values), key=lambda n: (is_internal_channel(n), n)):
         if name not in parent_values:
             change = ChannelChange(name=name, kind="added", after=_short(values[name]))
             change.added_messages = message_list(values[name]) or []
@@ -934,6 +940,8 @@ def checkpoint_diff(values: dict[str, Any], parent_values: dict[str, Any]) -> tu
             change.added_keys = sorted(str(k) for k in new.keys() - old.keys())
             change.removed_keys = sorted(str(k) for k in old.keys() - new.keys())
             change.changed_keys = sorted(str(k) for k in new.keys() & old.keys() if new[k] != old[k])
+        elif isinstance(new, list) and isinstance(old, list) and len(new) > len(old) and new[: len(old)] == old:
+            change.appended = _short(new[len(old) :])
         else:
             change.before, change.after = _short(old), _short(new)
         changes.append(change)
@@ -951,7 +959,13 @@ class CheckpointDetail:
 
 def checkpoint_detail(*, actor, thread_id: str, checkpoint_id: str, checkpoint_ns: str = "") -> CheckpointDetail:
     """One checkpoint for the dashboard: channel values readable, pending writes, diff to its parent."""
-    checkpoint = checkpoint_get(actor=actor, thread_id=thread_id, checkpoint_id=checkpoint_id, checkpoint_ns=checkpoint_ns)
+    thread = thread_get_for_read(actor=actor, thread_id=thread_id)
+    return checkpoint_detail_in(thread=thread, checkpoint_id=checkpoint_id, checkpoint_ns=checkpoint_ns)
+
+
+def checkpoint_detail_in(*, thread: Thread, checkpoint_id: str, checkpoint_ns: str = "") -> CheckpointDetail:
+    """`checkpoint_detail` for a thread already checked for reading (three queries)."""
+    checkpoint = checkpoint_get_in(thread=thread, checkpoint_id=checkpoint_id, checkpoint_ns=checkpoint_ns)
     values = checkpoint.checkpoint.get("channel_values") if isinstance(checkpoint.checkpoint, dict) else None
     values = values if isinstance(values, dict) else {}
     channels = [

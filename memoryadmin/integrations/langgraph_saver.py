@@ -203,7 +203,13 @@ class ValueCodec:
                     raise _NotJson
                 kwargs = {"node": value.node, "arg": value.arg}
             elif dataclasses.is_dataclass(value):
-                kwargs = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+                # Fields left at their default are left out: the constructor restores them
+                # exactly (a default tuple would otherwise come back as a list).
+                kwargs = {
+                    f.name: getattr(value, f.name)
+                    for f in dataclasses.fields(value)
+                    if f.init and not (f.default is not dataclasses.MISSING and getattr(value, f.name) == f.default)
+                }
             else:
                 raise _NotJson
             envelope = {"lc": 2, "type": "constructor", "id": [*module.split("."), name], "kwargs": {k: self._json(v) for k, v in kwargs.items()}}
