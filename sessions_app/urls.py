@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 from django.views.generic import RedirectView
 
 from . import views
@@ -9,4 +9,5 @@ urlpatterns = [
     path("threads/<str:thread_id>/", views.thread_detail, name="thread-detail"),
     path("threads/<str:thread_id>/clear", views.thread_clear, name="thread-clear"),
     path("threads/<str:thread_id>/delete", views.thread_delete, name="thread-delete"),
+    path("threads/<str:thread_id>/checkpoints/", include("sessions_app.checkpoint_views")),
 ]
