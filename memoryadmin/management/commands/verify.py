@@ -1,0 +1,123 @@
+"""`manage.py verify`: scan the stored data and report every broken invariant.
+
+Exit status 0 when everything holds, 1 when something is broken (for monitoring
+and cron), so it can run after a crash, a restore or a manual SQL fix.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.core.management.base import BaseCommand
+from django.db.models import Exists, OuterRef, Subquery
+
+from sessions_app.messages import ContextHasher
+from sessions_app.models import Block, Checkpoint, CheckpointWrite, Thread
+
+
+class Command(BaseCommand):
+    help = "Check every thread, checkpoint and store item for broken invariants; exit 1 if any."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--thread", help="check this thread only")
+        parser.add_argument("--json", action="store_true", help="print the problems as JSON lines")
+        parser.add_argument("--max-problems", type=int, default=1000, help="stop listing after this many")
+
+    def handle(self, *args, **options):
+        self.problems: list[dict] = []
+        self.max_problems = options["max_problems"]
+        threads = Thread.objects.order_by("pk")
+        if options["thread"]:
+            threads = threads.filter(thread_id=options["thread"])
+        checked = 0
+        for thread in threads.iterator(chunk_size=500):
+            self._check_thread(thread)
+            checked += 1
+        self._check_checkpoints(threads)
+        items = self._check_store_items() if not options["thread"] else 0
+        for problem in self.problems[: self.max_problems]:
+            self.stdout.write(json.dumps(problem) if options["json"] else f"{problem['kind']}: {problem['where']}: {problem['detail']}")
+        summary = f"checked {checked} threads and {items} store items: {len(self.problems)} problem(s)"
+        if self.problems:
+            self.stderr.write(summary)
+            raise SystemExit(1)
+        self.stdout.write(summary)
+
+    def _report(self, kind: str, where: str, detail: str) -> None:
+        self.problems.append({"kind": kind, "where": where, "detail": detail})
+
+    def _check_thread(self, thread: Thread) -> None:
+        where = f"thread:{thread.thread_id}"
+        rows = list(
+            Block.objects.filter(thread=thread)
+            .order_by("seq")
+            .values_list("seq", "agent_code", "position", "archived", "message", "chain_hash")
+        )
+        seqs = [row[0] for row in rows]
+        if len(seqs) != len(set(seqs)):
+            self._report("duplicate_seq", where, "a seq appears more than once")
+        if seqs and max(seqs) > thread.last_seq:
+            self._report("seq_above_last_seq", where, f"max seq {max(seqs)} > last_seq {thread.last_seq}")
+        active = [row for row in rows if not row[3]]
+        if len(active) != thread.active_count or len(rows) - len(active) != thread.archived_count:
+            self._report(
+                "counts",
+                where,
+                f"stored counts {thread.active_count}/{thread.archived_count}, "
+                f"blocks {len(active)}/{len(rows) - len(active)} (active/archived)",
+            )
+        by_agent: dict[str, list] = {}
+        for row in active:
+            by_agent.setdefault(row[1], []).append(row)
+        for agent_code, blocks in by_agent.items():
+            positions = [row[2] for row in blocks]
+            if positions != list(range(len(blocks))):
+                self._report("positions", f"{where}/{agent_code}", "active positions are not 0..n-1 in seq order")
+                continue
+            digests = ContextHasher([row[4] for row in blocks]).digests_from(0)
+            for row, digest in zip(blocks, digests):
+                if row[5] != digest:
+                    self._report("chain_hash", f"{where}/{agent_code}#{row[0]}", "the hash chain does not match the blocks")
+                    break
+
+    def _check_checkpoints(self, threads) -> None:
+        parents = Checkpoint.objects.filter(
+            thread=OuterRef("thread"), checkpoint_ns=OuterRef("checkpoint_ns"), checkpoint_id=OuterRef("parent_checkpoint_id")
+        ).values("pk")[:1]
+        missing = (
+            Checkpoint.objects.filter(thread__in=threads)
+            .exclude(parent_checkpoint_id="")
+            .annotate(parent_pk=Subquery(parents))
+            .filter(parent_pk__isnull=True)
+            .values_list("thread__thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id")
+        )
+        for thread_id, ns, checkpoint_id, parent in missing.iterator(chunk_size=1000):
+            self._report("missing_parent", f"thread:{thread_id}/{ns}/{checkpoint_id}", f"parent {parent} does not exist")
+        owner = Checkpoint.objects.filter(
+            thread=OuterRef("thread"), checkpoint_ns=OuterRef("checkpoint_ns"), checkpoint_id=OuterRef("checkpoint_id")
+        )
+        orphans = (
+            CheckpointWrite.objects.filter(thread__in=threads)
+            .filter(~Exists(owner))
+            .values_list("thread__thread_id", "checkpoint_ns", "checkpoint_id")
+            .distinct()
+        )
+        for thread_id, ns, checkpoint_id in orphans.iterator(chunk_size=1000):
+            self._report("orphan_writes", f"thread:{thread_id}/{ns}/{checkpoint_id}", "pending writes without their checkpoint")
+
+    def _check_store_items(self) -> int:
+        from memoryadmin.errors import InvalidInput
+        from store_app.models import StoreItem
+        from store_app.namespaces import namespace_from_path
+
+        count = 0
+        for pk, path, depth, key in StoreItem.objects.order_by("pk").values_list("pk", "namespace_path", "depth", "key").iterator(chunk_size=2000):
+            count += 1
+            try:
+                namespace = namespace_from_path(path)
+            except InvalidInput as exc:
+                self._report("store_namespace", f"store:{path}/{key}", exc.message)
+                continue
+            if not namespace or len(namespace) != depth:
+                self._report("store_namespace", f"store:{path}/{key}", f"depth {depth} does not match {len(namespace)} labels")
+        return count
