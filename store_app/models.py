@@ -49,7 +49,10 @@ class StoreItemQuerySet(models.QuerySet):
 class StoreItem(models.Model):
     """One long-term memory: (namespace, key) -> JSON object, owned by its first writer."""
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="store_items")
+    # No index of its own: the owner_* indexes below lead with owner.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="store_items", db_index=False
+    )
     # The namespace's labels joined with "." (no label holds one): the text that
     # prefix scans match and indexes serve. `depth` is the number of labels.
     namespace_path = models.CharField(max_length=MAX_PATH_BYTES)

@@ -16,7 +16,7 @@ from django.utils import timezone
 from memoryadmin import roles
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
 
-from .expressions import NamespaceHead, TextMatch, TextScore, ValueFilter, conditions_spec
+from .expressions import NamespaceHead, NamespaceLabel, TextMatch, TextScore, ValueFilter, conditions_spec
 from .matching import filter_validate, query_terms
 from .models import StoreItem
 from .namespaces import (
@@ -103,14 +103,20 @@ def store_search_validate(
     )
 
 
-def store_item_search(*, actor, request: SearchRequest, now=None, extra: int = 0) -> list[StoreItem]:
+def store_item_search(
+    *, actor, request: SearchRequest, now=None, extra: int = 0, with_owner: bool = False
+) -> list[StoreItem]:
     """Live items under the namespace prefix that the actor may see, one query.
 
     Without a query: newest first (updated_at), `score` None. With a query: the
     items sharing a word with it, best `score` first, newest first among equals.
-    `extra` fetches that many rows past the limit (a page can tell a next page exists).
+    `extra` fetches that many rows past the limit (a page can tell a next page exists);
+    `with_owner` joins the owner (pages show it; the API does not, and the join
+    keeps PostgreSQL from pushing the top-N sort into its parallel workers).
     """
-    qs = StoreItem.objects.visible_to(actor).live(now).under(request.namespace_prefix).select_related("owner")
+    qs = StoreItem.objects.visible_to(actor).live(now).under(request.namespace_prefix)
+    if with_owner:
+        qs = qs.select_related("owner")
     if request.has_filter:
         qs = qs.filter(ValueFilter(request.filter_spec))
     if request.terms:
@@ -200,12 +206,14 @@ class NamespaceNode:
         return namespace_to_path(self.namespace)
 
 
-def store_namespace_children(*, actor, namespace: Namespace = (), limit: int = 500, now=None) -> tuple[list[NamespaceNode], bool]:
+def store_namespace_children(
+    *, actor, namespace: Namespace = (), limit: int = 500, offset: int = 0, now=None
+) -> tuple[list[NamespaceNode], bool]:
     """The next level under `namespace` with item counts, in one grouped query.
 
     This is list_namespaces with max_depth = depth + 1, counted: one row per
-    child label, whatever the number of items below. Returns the nodes and
-    whether more than `limit` children exist.
+    child label, whatever the number of items below. Returns a page of nodes
+    (`offset`, `limit`) and whether more children follow.
     """
     depth = len(namespace)
     rows = list(
@@ -213,17 +221,13 @@ def store_namespace_children(*, actor, namespace: Namespace = (), limit: int = 5
         .live(now)
         .under(namespace)
         .filter(depth__gt=depth)
-        .annotate(head=NamespaceHead(depth + 1))
-        .values("head")
+        .annotate(label=NamespaceLabel(depth + 1))
+        .values("label")
         .annotate(items=Count("id"), deepest=Max("depth"))
-        .order_by("head")[: limit + 1]
+        .order_by("label")[offset : offset + limit + 1]
     )
     nodes = [
-        NamespaceNode(
-            namespace=tuple(row["head"].split(SEPARATOR)),
-            items=row["items"],
-            has_children=row["deepest"] > depth + 1,
-        )
+        NamespaceNode(namespace=(*namespace, row["label"]), items=row["items"], has_children=row["deepest"] > depth + 1)
         for row in rows[:limit]
     ]
     return nodes, len(rows) > limit

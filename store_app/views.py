@@ -55,13 +55,22 @@ class TreeEntry:
 
 @dataclass
 class TreeLevel:
+    namespace: Namespace = ()
     entries: list[TreeEntry] = field(default_factory=list)
-    more: bool = False
+    next_offset: int | None = None
+
+    @property
+    def path(self) -> str:
+        return namespace_to_path(self.namespace)
 
 
-def _tree_level(actor, namespace: Namespace) -> TreeLevel:
-    nodes, more = selectors.store_namespace_children(actor=actor, namespace=namespace, limit=TREE_LIMIT)
-    return TreeLevel(entries=[TreeEntry(node=node) for node in nodes], more=more)
+def _tree_level(actor, namespace: Namespace, offset: int = 0) -> TreeLevel:
+    nodes, more = selectors.store_namespace_children(actor=actor, namespace=namespace, limit=TREE_LIMIT, offset=offset)
+    return TreeLevel(
+        namespace=namespace,
+        entries=[TreeEntry(node=node) for node in nodes],
+        next_offset=offset + TREE_LIMIT if more else None,
+    )
 
 
 def _tree_to(actor, namespace: Namespace) -> TreeLevel:
@@ -99,7 +108,7 @@ def _item_panel(request: HttpRequest, namespace: Namespace) -> dict:
             namespace_prefix=list(namespace), filter=data.get("filter"), query=data.get("q") or None,
             limit=PAGE_SIZE, offset=offset,
         )
-        rows = selectors.store_item_search(actor=request.user, request=search, extra=1)
+        rows = selectors.store_item_search(actor=request.user, request=search, extra=1, with_owner=True)
         scored = bool(search.terms)
     else:
         rows = selectors.store_item_list(actor=request.user, namespace=namespace, limit=PAGE_SIZE, offset=offset)
@@ -140,9 +149,17 @@ def store_browser(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def store_tree(request: HttpRequest) -> HttpResponse:
-    """One level of the tree, for an htmx expansion: one grouped query."""
+    """One level of the tree, for an htmx expansion: one grouped query.
+
+    With an offset it is the next page of a long level, as list entries that
+    replace the level's "more" row.
+    """
     namespace = _namespace_param(request.GET)
-    return render(request, "store_app/_tree.html", {"level": _tree_level(request.user, namespace)})
+    offset = selectors.int_param(request.GET.get("offset"), field="offset", default=0, minimum=0)
+    template = "store_app/_tree.html"
+    if offset:
+        template += "#tree-entries"
+    return render(request, template, {"level": _tree_level(request.user, namespace, offset)})
 
 
 @require_GET

@@ -236,3 +236,21 @@ def _assert_constant(client, alice, bob, django_assert_num_queries, path, params
     with django_assert_num_queries(len(small)):
         response = client.get(path, params, **headers)
     assert response.status_code == 200
+
+
+def test_a_long_tree_level_pages_with_a_more_row(client, admin_user, alice, monkeypatch):
+    from store_app import views
+
+    monkeypatch.setattr(views, "TREE_LIMIT", 2)
+    for label in ("a", "b", "c", "d", "e"):
+        put(alice, ["wide", label], "k", {})
+    login_client(client, admin_user)
+    first = client.get("/store/tree", {"ns": "wide"}, **HX).content.decode()
+    assert ">a<" in first and ">b<" in first and ">c<" not in first
+    assert 'hx-get="/store/tree?ns=wide&amp;offset=2"' in first
+    second = client.get("/store/tree", {"ns": "wide", "offset": "2"}, **HX).content.decode()
+    assert not second.lstrip().startswith("<ul")
+    assert ">c<" in second and ">d<" in second and ">e<" not in second
+    assert "offset=4" in second
+    last = client.get("/store/tree", {"ns": "wide", "offset": "4"}, **HX).content.decode()
+    assert ">e<" in last and "offset=" not in last
