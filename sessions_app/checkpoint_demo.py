@@ -8,6 +8,7 @@ a few checkpoints are written through the services instead.
 
 # No `from __future__ import annotations` here: the graphs' state classes are
 # defined inside functions, and LangGraph reads their annotations as objects.
+import logging
 import operator
 import threading
 from typing import Annotated, Any, TypedDict
@@ -16,11 +17,15 @@ import httpx
 from django.db import connections
 from django.test import Client
 
+from memoryadmin.apikeys import apikey_create, apikey_revoke
+
 from .checkpoint_services import checkpoint_input, checkpoint_put, checkpoint_put_writes, write_input
 
 
 class InProcessTransport(httpx.BaseTransport):
-    """An httpx transport that answers from this Django process, signed in as `user`.
+    """An httpx transport that answers from this Django process, with an API key of `user`.
+
+    The key is made for the run and revoked by `close()`.
 
     LangGraph calls its checkpointer from worker threads; requests are handled one
     at a time (as a single-worker server would), and a worker thread's database
@@ -28,13 +33,20 @@ class InProcessTransport(httpx.BaseTransport):
     """
 
     def __init__(self, user):
-        self.client = Client()
-        self.client.force_login(user)
+        self.key = apikey_create(owner=user, name="checkpoint demo")
+        self.client = Client(HTTP_AUTHORIZATION=f"Bearer {self.key.plaintext}")
         self.lock = threading.Lock()
+
+    def close(self) -> None:
+        apikey_revoke(prefix=self.key.api_key.prefix)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         body = request.read()
         with self.lock:
+            # A graph's first read of a new thread is an expected 404; keep the command's output quiet.
+            request_log = logging.getLogger("django.request")
+            level = request_log.level
+            request_log.setLevel(logging.ERROR)
             try:
                 response = self.client.generic(
                     request.method,
@@ -44,6 +56,7 @@ class InProcessTransport(httpx.BaseTransport):
                     HTTP_ACCEPT="application/json",
                 )
             finally:
+                request_log.setLevel(level)
                 if threading.current_thread() is not threading.main_thread():
                     connections.close_all()
         return httpx.Response(response.status_code, headers=dict(response.items()), content=response.content)
@@ -52,6 +65,7 @@ class InProcessTransport(httpx.BaseTransport):
 def _saver(user):
     from memoryadmin.integrations.langgraph_saver import MemoryAdminSaver
 
+    # Closing the saver closes its transport, which revokes the key.
     return MemoryAdminSaver("http://memoryadmin.local", transport=InProcessTransport(user))
 
 
@@ -143,15 +157,17 @@ def _with_langgraph(users: dict) -> None:
     alice, bob = users["alice"], users["bob"]
 
     # Alice's support agent: paused for a human's approval, then resumed.
-    graph = _refund_graph().compile(checkpointer=_saver(alice))
-    config = {"configurable": {"thread_id": "refund-A-1042"}, "metadata": {"agent": "support-bot"}}
-    graph.invoke({"messages": [HumanMessage("My rain jacket leaks, can I get a refund for order A-1042?")]}, config)
-    graph.invoke(Command(resume="approve"), config)
+    with _saver(alice) as saver:
+        graph = _refund_graph().compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "refund-A-1042"}, "metadata": {"agent": "support-bot"}}
+        graph.invoke({"messages": [HumanMessage("My rain jacket leaks, can I get a refund for order A-1042?")]}, config)
+        graph.invoke(Command(resume="approve"), config)
 
     # Bob's research agent: a subgraph (its own namespace) still waiting for review.
-    graph = _research_graph().compile(checkpointer=_saver(bob))
-    config = {"configurable": {"thread_id": "heat-pump-brief"}, "metadata": {"agent": "research-bot"}}
-    graph.invoke({"messages": [HumanMessage("Summarise the emissions case for heat pumps.")]}, config)
+    with _saver(bob) as saver:
+        graph = _research_graph().compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "heat-pump-brief"}, "metadata": {"agent": "research-bot"}}
+        graph.invoke({"messages": [HumanMessage("Summarise the emissions case for heat pumps.")]}, config)
 
 
 def _without_langgraph(users: dict) -> None:
@@ -190,4 +206,10 @@ def load(users: dict) -> None:
     except ImportError:
         _without_langgraph(users)
     else:
-        _with_langgraph(users)
+        httpx_log = logging.getLogger("httpx")
+        level = httpx_log.level
+        httpx_log.setLevel(logging.WARNING)  # one line per request is noise in a setup command
+        try:
+            _with_langgraph(users)
+        finally:
+            httpx_log.setLevel(level)
