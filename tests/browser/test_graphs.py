@@ -1,0 +1,148 @@
+"""The graph editor in a real browser: live preview, Mermaid drawing under the CSP, LangGraph paste,
+and a thread drawn on its graph."""
+
+from __future__ import annotations
+
+import json
+import re
+import pytest
+from playwright.sync_api import expect
+
+from graphs_app import demo as graphs_demo
+from graphs_app.demo import BROKEN, REACT_AGENT
+from graphs_app.models import GraphDefinition
+from graphs_app.services import graph_create
+
+from memoryadmin.management.commands.demo_data import DEMO_USERS
+
+from ..conftest import make_user
+from .conftest import shot
+
+
+def sign_in(page, live_server, username: str, password: str = "memoryadmin") -> None:
+    """As conftest's sign_in, but whatever page the sign-in lands on."""
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HOSTILE_ID = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
+
+
+@pytest.fixture
+def demo():
+    """The demo users and the graph demo alone, so these tests do not depend on other demos."""
+    users = {name: make_user(name, role, password="memoryadmin") for name, role in DEMO_USERS}
+    graphs_demo.load(users)
+
+
+def open_editor(page, live_server, name: str) -> None:
+    page.goto(f"{live_server.url}/graphs/")
+    page.click(f"#graph-table a:text-is('{name}')")
+    page.wait_for_selector("#id_spec")
+
+
+def test_typing_a_change_updates_the_preview_and_mermaid_draws_it(page, live_server, demo):
+    sign_in(page, live_server, "alice")
+    open_editor(page, live_server, "react-agent")
+    diagrams = page.locator("#graph-preview .mermaid-svg svg")
+    expect(diagrams).to_have_count(2)
+    assert page.locator("#graph-preview pre.mermaid[data-processed=error]").count() == 0
+
+    # Add a critic between the tools and the agent, by typing into the JSON.
+    spec = json.loads(page.input_value("#id_spec"))
+    spec["nodes"].append({"id": "critic"})
+    spec["edges"] = [e for e in spec["edges"] if e.get("source") != "tools"] + [
+        {"source": "tools", "target": "critic"},
+        {"source": "critic", "target": "agent"},
+    ]
+    page.fill("#id_spec", "")
+    page.locator("#id_spec").press_sequentially(json.dumps(spec), delay=0)
+    expect(page.locator("#graph-preview tr[data-node=critic]").first).to_be_visible()
+    expect(page.locator("#graph-preview .mermaid-svg svg").first).to_contain_text("critic")
+    expect(page.locator("#graph-preview .mermaid-svg svg")).to_have_count(2)
+    expect(page.locator(".preview-status")).to_contain_text("Valid")
+    shot(page, "graph-editor")
+
+    # Save it: stored, and the page comes back with the message.
+    page.click("button[value=save]")
+    page.wait_for_selector("text=Saved.")
+    assert {"id": "critic"} in GraphDefinition.objects.get(name="react-agent", owner__username="alice").spec["nodes"]
+    assert page.errors == []
+
+
+def test_errors_are_listed_and_marked_on_the_diagram(page, live_server, demo):
+    sign_in(page, live_server, "alice")
+    page.goto(f"{live_server.url}/graphs/new/")
+    page.wait_for_selector("#graph-preview .mermaid-svg svg")
+    page.fill("#id_spec", "{ not json")
+    expect(page.locator(".preview-status")).to_contain_text("Not a graph yet")
+    page.fill("#id_spec", json.dumps(BROKEN, indent=2))
+    expect(page.locator(".graph-errors li[data-node=orphan]")).to_be_visible()
+    expect(page.locator("#graph-preview .mermaid-svg svg")).to_have_count(2)
+    # The faulty nodes carry the error class in the drawing, and pointing at an error
+    # highlights its row in the tables.
+    assert page.locator("#graph-preview .mermaid-svg svg .node.error").count() >= 3
+    page.hover(".graph-errors li[data-node=stuck]")
+    expect(page.locator(".adjacency tr.highlighted[data-node=stuck]").first).to_be_visible()
+    shot(page, "graph-errors")
+    assert page.errors == []
+
+
+def test_pasting_langgraph_json_fills_the_editor(page, live_server, demo):
+    sign_in(page, live_server, "bob")
+    page.goto(f"{live_server.url}/graphs/new/")
+    page.wait_for_selector("#graph-preview .mermaid-svg svg")
+    page.click("summary:has-text('Paste LangGraph JSON')")
+    exported = GraphDefinition.objects.get(owner__username="alice", name="langgraph-export").spec
+    page.fill("textarea[name=langgraph]", json.dumps(exported))
+    page.click("button:has-text('Convert')")
+    # (no wait_for_function: the page's CSP refuses the eval Playwright would need)
+    expect(page.locator("#id_spec")).to_have_value(re.compile('"condition": "branch"'))
+    expect(page.locator("#graph-preview tr[data-node=tools]").first).to_be_visible()
+    expect(page.locator("#graph-preview .mermaid-svg svg")).to_have_count(2)
+    assert page.errors == []
+
+
+def test_hostile_ids_stay_text_in_the_editor_and_the_drawing(page, live_server, demo):
+    alerts: list[str] = []
+    page.on("dialog", lambda dialog: (alerts.append(dialog.message), dialog.dismiss()))
+    from django.contrib.auth import get_user_model
+
+    bob = get_user_model().objects.get(username="bob")
+    spec = {"nodes": [{"id": HOSTILE_ID}], "edges": [{"source": "__start__", "target": HOSTILE_ID}, {"source": HOSTILE_ID, "target": "__end__"}]}
+    graph = graph_create(actor=bob, name="<b>hostile</b>", spec=spec).graph
+    sign_in(page, live_server, "bob")
+    page.goto(f"{live_server.url}/graphs/{graph.pk}/")
+    expect(page.locator("#graph-preview .mermaid-svg svg")).to_have_count(2)
+    assert page.inner_text("h1") == "<b>hostile</b>"
+    assert HOSTILE_ID in page.inner_text("#graph-preview .adjacency")
+    assert page.locator("#graph-preview img").count() == 0 and page.locator("#graph-preview script").count() == 0
+    assert alerts == [] and page.errors == []
+
+
+def test_a_thread_is_drawn_on_its_graph(page, live_server, demo):
+    sign_in(page, live_server, "operator")
+    page.goto(f"{live_server.url}/threads/launch-post/")
+    page.click("dd a:text-is('view')")
+    page.wait_for_selector("#thread-graph-panel .mermaid-svg svg")
+    assert page.locator("#thread-graph-panel svg .node.current").count() == 1
+    assert page.locator("#thread-graph-panel svg .node.visited").count() == 2
+    assert page.inner_text(".current-node") == "human_review"
+    page.click("#thread-graph-panel a.refresh")
+    page.wait_for_selector("#thread-graph-panel .mermaid-svg svg")
+    shot(page, "thread-graph")
+    assert page.errors == []
+
+
+def test_operators_try_graphs_out_without_a_save_button(page, live_server, demo):
+    sign_in(page, live_server, "operator")
+    page.goto(f"{live_server.url}/graphs/new/")
+    page.wait_for_selector("#graph-preview .mermaid-svg svg")
+    assert page.locator("button[value=save]").count() == 0
+    page.fill("#id_spec", json.dumps(REACT_AGENT))
+    expect(page.locator("#graph-preview tr[data-node=tools]").first).to_be_visible()
+    assert page.errors == []
