@@ -26,8 +26,30 @@ class ApiKey(models.Model):
         return self.revoked_at is None
 
 
+class AuditLogIsAppendOnly(Exception):
+    """Raised by any attempt to change or remove an audit event through the application."""
+
+
+class AuditEventQuerySet(models.QuerySet):
+    """Reads and inserts only: the audit log is append-only (docs/operations.md, "Audit log")."""
+
+    def update(self, **kwargs):
+        raise AuditLogIsAppendOnly("audit events are never updated")
+
+    def delete(self):
+        raise AuditLogIsAppendOnly("audit events are never deleted")
+
+    def bulk_update(self, objs, fields, batch_size=None):
+        raise AuditLogIsAppendOnly("audit events are never updated")
+
+
 class AuditEvent(models.Model):
-    """One line of the append-only audit log."""
+    """One line of the append-only audit log.
+
+    `objects` refuses update and delete, an event refuses to be saved twice or
+    deleted. (Deleting a user still works: Django's collector sets `actor` to
+    NULL through the base manager, and `actor_name` keeps who it was.)
+    """
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -39,6 +61,8 @@ class AuditEvent(models.Model):
     ip = models.GenericIPAddressField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = AuditEventQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
@@ -49,3 +73,11 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action} {self.target}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise AuditLogIsAppendOnly("audit events are never updated")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AuditLogIsAppendOnly("audit events are never deleted")

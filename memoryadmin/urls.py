@@ -20,6 +20,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("django-admin/", admin.site.urls),
+    path("", include("memoryadmin.urls_ops")),
     path("", include("sessions_app.urls")),
     path("store/", include("store_app.urls")),
     path("graphs/", include("graphs_app.urls")),

@@ -1,7 +1,9 @@
 """Full-text search over message content (sessions_app/search.py, docs/operations.md "Search").
 
-PostgreSQL: a GIN expression index on `to_tsvector('simple', content)`; the search
-filters on the same expression, so the planner uses it. On a large existing table,
+PostgreSQL: a GIN expression index on `to_tsvector('simple', translate(content, '<>', '  '))`;
+the search filters on the same expression, so the planner uses it. The angle brackets
+become spaces because PostgreSQL's text-search parser reads markup as tags and drops
+what it takes for a tag's body (agents post HTML, XML and code all the time). On a large existing table,
 build it by hand first with `CREATE INDEX CONCURRENTLY IF NOT EXISTS …` (the same
 statement, concurrently) and this migration then does nothing.
 
@@ -32,8 +34,8 @@ class RunSQLFor(migrations.RunSQL):
 
 
 POSTGRES_INDEX = (
-    "CREATE INDEX IF NOT EXISTS block_content_fts_idx ON sessions_app_block "
-    "USING gin (to_tsvector('simple'::regconfig, content))"
+    "CREATE INDEX IF NOT EXISTS block_content_tsv_idx ON sessions_app_block "
+    "USING gin (to_tsvector('simple'::regconfig, translate(content, '<>', '  ')))"
 )
 
 SQLITE_FTS = [
@@ -65,6 +67,6 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        RunSQLFor("postgresql", POSTGRES_INDEX, "DROP INDEX IF EXISTS block_content_fts_idx"),
+        RunSQLFor("postgresql", POSTGRES_INDEX, "DROP INDEX IF EXISTS block_content_tsv_idx"),
         RunSQLFor("sqlite", SQLITE_FTS, SQLITE_DROP),
     ]

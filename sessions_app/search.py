@@ -1,0 +1,278 @@
+"""Full-text search over message content (docs/operations.md, "Search").
+
+PostgreSQL: `to_tsvector('simple', translate(content, '<>', '  ')) @@
+websearch_to_tsquery('simple', q)`, served by the GIN expression index of
+migration 0004 (so the expression here must stay exactly the indexed one; the
+brackets are blanked because PostgreSQL's parser drops what it reads as markup). SQLite: the FTS5 table of the same
+migration. Any other case (an SQLite built without FTS5, the table missing):
+every word as a case-insensitive substring, correct but unindexed.
+
+The 'simple' configuration lowercases and splits words without stemming or
+stop words: agents write in every language, and a search for "run" should not
+silently match "running" in one language only. On both databases every word of
+the query must occur in the message; PostgreSQL also understands web-search
+syntax ("a phrase", or, -word).
+
+Members search their own threads only; operators and admins search everyone's,
+and such a search is one audit event (`thread.search`) naming the other users'
+threads it showed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from functools import lru_cache
+from typing import Any, Mapping
+
+from django.db import connection
+from django.db.models import BooleanField, QuerySet
+from django.db.models.expressions import RawSQL
+from django.urls import reverse
+from django.utils import timezone
+
+from memoryadmin import roles
+from memoryadmin.audit import audit_record
+from memoryadmin.errors import InvalidInput
+
+from .models import Block
+
+QUERY_MAX = 200
+PAGE_SIZE = 50
+PAGE_SIZE_MAX = 200
+SNIPPET_RADIUS = 120
+ROLES = tuple(Block.Role.values)
+WORD_RE = re.compile(r"\w+", re.UNICODE)
+FTS_TABLE = "sessions_app_block_fts"
+
+
+def _parse_day(value: Any, name: str) -> date | None:
+    value = (value or "").strip() if isinstance(value, str) else value
+    if not value:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{name} must be a date (YYYY-MM-DD).", fields={name: ["must be a date (YYYY-MM-DD)."]}) from None
+
+
+def _day_start(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+@dataclass(frozen=True)
+class MessageQuery:
+    """A search and its filters, as kept in the page's URL (and the API's query string)."""
+
+    q: str = ""
+    owner: str = ""
+    agent: str = ""
+    role: str = ""
+    archived: str = "all"
+    since: date | None = None
+    until: date | None = None
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], *, agent_param: str = "agent") -> "MessageQuery":
+        q = (params.get("q") or "").strip()
+        if len(q) > QUERY_MAX:
+            raise InvalidInput(f"q is longer than {QUERY_MAX} characters.", fields={"q": [f"at most {QUERY_MAX} characters."]})
+        role = (params.get("role") or "").strip()
+        if role and role not in ROLES:
+            raise InvalidInput(f"role must be one of {', '.join(ROLES)}.", fields={"role": [f"must be one of {', '.join(ROLES)}."]})
+        archived = (params.get("archived") or "all").strip().lower()
+        if archived not in ("all", "false", "true"):
+            raise InvalidInput("archived must be all, false or true.", fields={"archived": ["must be all, false or true."]})
+        since = _parse_day(params.get("since"), "since")
+        until = _parse_day(params.get("until"), "until")
+        if since and until and since > until:
+            raise InvalidInput("since is after until.", fields={"since": ["is after until."]})
+        return cls(
+            q=q,
+            owner=(params.get("owner") or "").strip()[:150],
+            agent=(params.get(agent_param) or "").strip()[:64],
+            role=role,
+            archived=archived,
+            since=since,
+            until=until,
+        )
+
+    def as_params(self) -> dict[str, str]:
+        params = {
+            "q": self.q,
+            "owner": self.owner,
+            "agent": self.agent,
+            "role": self.role,
+            "archived": "" if self.archived == "all" else self.archived,
+            "since": self.since.isoformat() if self.since else "",
+            "until": self.until.isoformat() if self.until else "",
+        }
+        return {key: value for key, value in params.items() if value}
+
+    @property
+    def words(self) -> list[str]:
+        return WORD_RE.findall(self.q)
+
+
+@lru_cache(maxsize=4)
+def _fts5_ready(alias: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = %s", [FTS_TABLE])
+        return cursor.fetchone() is not None
+
+
+def search_backend() -> str:
+    """Which engine answers: "postgresql", "fts5" or "substring"."""
+    if connection.vendor == "postgresql":
+        return "postgresql"
+    if connection.vendor == "sqlite" and _fts5_ready(connection.alias):
+        return "fts5"
+    return "substring"
+
+
+def _fts5_query(words: list[str]) -> str:
+    # Each word quoted, so FTS5 reads none of them as an operator (AND, NEAR, column:).
+    return " ".join('"' + word.replace('"', '""') + '"' for word in words)
+
+
+def _match(qs: QuerySet[Block], query: MessageQuery) -> QuerySet[Block]:
+    words = query.words
+    if not words:
+        return qs.none()
+    backend = search_backend()
+    table = Block._meta.db_table
+    if backend == "postgresql":
+        return qs.filter(
+            RawSQL(
+                f"to_tsvector('simple'::regconfig, translate(\"{table}\".\"content\", '<>', '  '))"
+                " @@ websearch_to_tsquery('simple'::regconfig, %s)",
+                [query.q],
+                output_field=BooleanField(),
+            )
+        )
+    if backend == "fts5":
+        return qs.filter(id__in=RawSQL(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s", [_fts5_query(words)]))
+    for word in words:
+        qs = qs.filter(content__icontains=word)
+    return qs
+
+
+def message_search_queryset(*, actor, query: MessageQuery) -> QuerySet[Block]:
+    """Blocks matching the query that the actor may read, newest first."""
+    qs = Block.objects.select_related("thread", "thread__owner")
+    if roles.can_read_all(actor):
+        if query.owner:
+            qs = qs.filter(thread__owner__username=query.owner)
+    elif actor is not None and actor.is_authenticated:
+        qs = qs.filter(thread__owner=actor)
+    else:
+        return qs.none()
+    if query.agent:
+        qs = qs.filter(agent_code=query.agent)
+    if query.role:
+        qs = qs.filter(role=query.role)
+    if query.archived != "all":
+        qs = qs.filter(archived=query.archived == "true")
+    if query.since:
+        qs = qs.filter(created_at__gte=_day_start(query.since))
+    if query.until:
+        qs = qs.filter(created_at__lt=_day_start(query.until + timedelta(days=1)))
+    return _match(qs, query).order_by("-id")
+
+
+@dataclass(frozen=True)
+class Hit:
+    block: Block
+    before: str
+    match: str
+    after: str
+
+    @property
+    def url(self) -> str:
+        return block_url(self.block)
+
+
+@dataclass
+class SearchPage:
+    hits: list[Hit] = field(default_factory=list)
+    older: int | None = None  # `before` for the next page
+
+
+def block_url(block: Block) -> str:
+    """The block in its thread page: the right tab, the page that holds it, its anchor."""
+    base = reverse("thread-detail", args=[block.thread.thread_id])
+    params = []
+    if block.archived:
+        params.append("tab=archived")
+    # Pages list blocks after a seq; start a few blocks before this one to show its context.
+    after = block.seq - 3
+    if after > 0:
+        params.append(f"after={after}")
+    return f"{base}{'?' + '&'.join(params) if params else ''}#seq-{block.seq}"
+
+
+def snippet(content: str, words: list[str]) -> tuple[str, str, str]:
+    """(text before, the first matching word, text after), cut around the first match."""
+    lowered = content.lower()
+    best = -1
+    length = 0
+    for word in words:
+        position = lowered.find(word.lower())
+        if position != -1 and (best == -1 or position < best):
+            best, length = position, len(word)
+    if best == -1:
+        text = content[: SNIPPET_RADIUS * 2]
+        return text + ("…" if len(content) > len(text) else ""), "", ""
+    start = max(0, best - SNIPPET_RADIUS)
+    end = min(len(content), best + length + SNIPPET_RADIUS)
+    before = ("…" if start > 0 else "") + content[start:best]
+    after = content[best + length : end] + ("…" if end < len(content) else "")
+    return before, content[best : best + length], after
+
+
+def parse_before(value: Any) -> int | None:
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str) or not value.isdigit() or len(value) > 18:
+        raise InvalidInput("before must be a positive integer.", fields={"before": ["must be a positive integer."]})
+    return int(value)
+
+
+def parse_limit(value: Any) -> int:
+    if value in (None, ""):
+        return PAGE_SIZE
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if not 1 <= number <= PAGE_SIZE_MAX:
+        raise InvalidInput(f"limit must be from 1 to {PAGE_SIZE_MAX}.", fields={"limit": [f"must be from 1 to {PAGE_SIZE_MAX}."]})
+    return number
+
+
+def message_search(*, actor, query: MessageQuery, before: int | None = None, limit: int = PAGE_SIZE, request=None) -> SearchPage:
+    """One page of matching messages, keyset-paginated on the block id: one query at any depth.
+
+    An operator's or admin's search that shows other users' messages is one
+    audit event (one INSERT) naming the threads it showed.
+    """
+    if not query.words:
+        return SearchPage()
+    qs = message_search_queryset(actor=actor, query=query)
+    if before is not None:
+        qs = qs.filter(id__lt=before)
+    rows = list(qs[: limit + 1])
+    blocks = rows[:limit]
+    words = query.words
+    hits = [Hit(block, *snippet(block.content, words)) for block in blocks]
+    foreign = sorted({block.thread.thread_id for block in blocks if block.thread.owner_id != actor.pk})
+    if foreign:
+        audit_record(
+            actor=actor,
+            action="thread.search",
+            target="search",
+            detail={"query": query.as_params(), "results": len(blocks), "threads": foreign[:50]},
+            request=request,
+        )
+    return SearchPage(hits=hits, older=blocks[-1].pk if len(rows) > limit else None)
