@@ -14,3 +14,6 @@ class GraphDefinitionAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # deletes go through graph_delete, which records them in the audit log

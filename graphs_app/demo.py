@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from sessions_app.checkpoint_services import checkpoint_input, checkpoint_put, thread_update_metadata
 from sessions_app.services import thread_save_agent_state
+
+from .services import graph_create
 
 
 def _edges(*pairs: str) -> list[dict[str, str]]:
@@ -132,8 +135,6 @@ REACT_CONTEXT = [
 
 def _checkpoints(actor, thread_id: str, steps: list[tuple[str, str, str]]) -> None:
     """One checkpoint per step (namespace, node that ran, node due next), oldest first."""
-    from sessions_app.checkpoint_services import checkpoint_input, checkpoint_put
-
     parent = None
     for index, (ns, node_id, next_node_id) in enumerate(steps):
         data = checkpoint_input(
@@ -150,16 +151,14 @@ def _checkpoints(actor, thread_id: str, steps: list[tuple[str, str, str]]) -> No
 
 
 def load(users: dict) -> None:
-    from . import services
-
     alice, bob = users["alice"], users["bob"]
     for name, spec in GRAPHS.items():
-        services.graph_create(actor=alice, name=name, spec=spec)
-    services.graph_create(actor=bob, name="research-fanout", spec=RESEARCH_FANOUT)
-    services.graph_create(actor=bob, name="seed-004-subgraph", spec=SEED_SUBGRAPH)
+        graph_create(actor=alice, name=name, spec=spec)
+    graph_create(actor=bob, name="research-fanout", spec=RESEARCH_FANOUT)
+    graph_create(actor=bob, name="seed-004-subgraph", spec=SEED_SUBGRAPH)
 
     # Threads on their graphs: the conversation through the agent-state service, the
-    # steps through the checkpoint service (when that part of the store is installed).
+    # steps through the checkpoint service.
     thread_save_agent_state(actor=alice, thread_id="weather-react", agent_code="assistant", context=REACT_CONTEXT)
     thread_save_agent_state(
         actor=alice,
@@ -173,10 +172,6 @@ def load(users: dict) -> None:
         agent_code="pipeline",
         context=[{"role": "user", "content": "Run the A-B-C pipeline on the March data."}],
     )
-    try:
-        from sessions_app.checkpoint_services import thread_update_metadata
-    except ImportError:
-        return
     thread_update_metadata(actor=alice, thread_id="weather-react", metadata={"graph": "react-agent"})
     _checkpoints(
         alice,

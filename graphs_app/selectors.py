@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 
 from memoryadmin import roles
 from memoryadmin.errors import Forbidden, NotFound
+from sessions_app.models import Checkpoint
 
 from .compiler import END, SEPARATOR, START, CompileResult, SpecError, graph_compile
 from .diagrams import mermaid_marked
@@ -203,8 +204,6 @@ def graph_for_thread(*, actor, thread) -> ThreadGraph | None:
         result = None
     nodes = set(result.flattened) if result is not None else set()
     containers = _containers(graph.spec)
-
-    from sessions_app.models import Checkpoint  # the checkpoint store is sessions_app's
 
     rows = list(
         Checkpoint.objects.filter(thread_id=thread.pk)

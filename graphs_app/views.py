@@ -225,7 +225,8 @@ def graph_convert(request: HttpRequest) -> HttpResponse:
         graph = selectors.graph_get_for_read(actor=request.user, graph_id=int(request.POST["graph_id"]))
     spec_text, error = request.POST.get("spec", ""), None
     if not form.is_valid():
-        error = "Paste the JSON first."
+        problems = form.errors.get("langgraph") or ["Paste the JSON first."]
+        error = "; ".join(str(p) for p in problems)
     else:
         try:
             spec_text = spec_pretty(from_langgraph_json(spec_parse_text(form.cleaned_data["langgraph"])))

@@ -8,15 +8,12 @@ import pytest
 
 from graphs_app.selectors import PATH_LIMIT, graph_for_thread
 from memoryadmin.errors import Forbidden
+from sessions_app import checkpoint_services
 from sessions_app.models import Thread
 from sessions_app.services import thread_save_agent_state
 
 from ..conftest import login_client
 from .helpers import APPROVAL_INTERRUPT, REACT_AGENT, SEED_SUBGRAPH, save
-
-checkpoint_services = pytest.importorskip(
-    "sessions_app.checkpoint_services", reason="the checkpoint store (sessions_app) is not installed"
-)
 
 pytestmark = pytest.mark.django_db
 

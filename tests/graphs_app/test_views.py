@@ -10,7 +10,7 @@ from graphs_app.models import GraphDefinition
 from sessions_app.services import thread_save_agent_state
 
 from ..conftest import login_client
-from .helpers import BROKEN, HOSTILE, HOSTILE_ID, LANGGRAPH_EXPORT, REACT_AGENT, SEED_SUBGRAPH, chain, save
+from .helpers import BROKEN, HOSTILE, LANGGRAPH_EXPORT, REACT_AGENT, SEED_SUBGRAPH, chain, save
 
 pytestmark = pytest.mark.django_db
 
