@@ -213,6 +213,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=int, default=60, help="seconds per scenario")
     parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--warmup", type=int, default=5, help="seconds of each scenario run first and not counted")
     parser.add_argument("--wrk-threads", type=int, default=1)
     parser.add_argument("--only", default="", help="comma-separated scenario names (default: all)")
     parser.add_argument("--no-pool-compare", action="store_true")
@@ -272,6 +273,9 @@ def main() -> None:
                 if extra and name not in reads:
                     continue
                 bench.log(f"{label}: {name} for {args.duration}s …")
+                if args.warmup:
+                    # Workers open their connections and fill their caches; not counted.
+                    run_wrk(base, script, duration=args.warmup, connections=args.connections, threads=args.wrk_threads)
                 result = run_wrk(base, script, duration=args.duration, connections=args.connections, threads=args.wrk_threads)
                 rows.append((label, name, result))
                 bench.log(f"  {result['rps']:.0f} req/s, p50 {result['p50'] / 1000:.1f} ms, p99 {result['p99'] / 1000:.1f} ms, "
@@ -302,7 +306,8 @@ def main() -> None:
     from importlib.metadata import version
 
     report = (
-        f"Command: `make loadtest` (wrk {args.wrk_threads} thread, {args.connections} connections, {args.duration} s per scenario, "
+        f"Command: `make loadtest` (wrk {args.wrk_threads} thread, {args.connections} connections, {args.duration} s per scenario "
+        f"after {args.warmup} s not counted, "
         f"all on 127.0.0.1). Server: gunicorn {version('gunicorn')} from gunicorn.conf.py, {workers} workers × {threads} threads, "
         f"on the same {os.cpu_count()}-core machine as wrk and PostgreSQL {psycopg.connect(url).info.server_version // 10000} "
         f"(CPython {platform.python_version()}, Django {django.get_version()}). Data: {THREADS:,} threads, "
