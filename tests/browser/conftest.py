@@ -61,4 +61,6 @@ def sign_in(page, live_server, username: str, password: str = "memoryadmin"):
     page.fill("#id_username", username)
     page.fill("#id_password", password)
     page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/threads/")
+    # Signing in lands on the home dashboard; the thread tests start from the thread list.
+    page.wait_for_url(f"{live_server.url}/")
+    page.goto(f"{live_server.url}/threads/")

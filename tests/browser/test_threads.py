@@ -22,6 +22,7 @@ def demo():
 
 def test_an_operator_browses_a_compacted_thread(page, live_server, demo):
     sign_in(page, live_server, "operator")
+    page.goto(f"{live_server.url}/threads/")
     assert page.locator("#thread-table tbody tr").count() > 10
     page.fill("input[name=q]", "kyoto")
     expect(page.locator("#thread-table tbody tr")).to_have_count(1)
