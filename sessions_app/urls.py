@@ -1,10 +1,10 @@
 from django.urls import include, path
-from django.views.generic import RedirectView
 
 from . import views
 
 urlpatterns = [
-    path("", RedirectView.as_view(pattern_name="thread-list"), name="home"),
+    path("", views.home, name="home"),
+    path("", include("sessions_app.urls_ops")),
     path("threads/", views.thread_list, name="thread-list"),
     path("threads/<str:thread_id>/", views.thread_detail, name="thread-detail"),
     path("threads/<str:thread_id>/clear", views.thread_clear, name="thread-clear"),

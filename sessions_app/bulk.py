@@ -1,0 +1,270 @@
+"""Bulk actions over threads: clear, release, purge (admins) and export (anyone, on what they read).
+
+docs/operations.md, "Bulk actions". A selection is either thread ids ticked in
+the list or "everything matching this filter". Nothing is destroyed without a
+preview: `bulk_preview` counts the impact and writes nothing; `bulk_start`
+records a `BulkJob`; `bulk_step` processes the next batch of threads in one
+transaction, each thread through the same service a single action uses (so
+the same rules and one audit event per thread), and the job's progress. The
+dashboard drives the steps from an htmx-polled progress fragment; `manage.py
+bulk_jobs run` finishes jobs without a browser. No external queue.
+
+A filter selection is frozen at start by `max_pk` (threads created after the
+preview are not touched) and walked in primary-key order from `cursor`, so a
+step never revisits a thread and a purge never skips one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from django.db import transaction
+from django.db.models import Count, Max, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from memoryadmin import roles
+from memoryadmin.audit import audit_record
+from memoryadmin.errors import Forbidden, InvalidInput, NotFound
+
+from . import checkpoint_services, services
+from .models import BulkJob, Checkpoint, CheckpointWrite, Thread
+from .selectors import thread_id_validate, thread_list
+
+DESTRUCTIVE = ("clear", "release", "purge")
+ACTIONS = (*DESTRUCTIVE, "export")
+MAX_IDS = 1000
+BATCH = 20
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Ticked thread ids, or the thread list's filter (q, agent, owner)."""
+
+    ids: tuple[str, ...] = ()
+    filter: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def all_matching(self) -> bool:
+        return not self.ids
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> "Selection":
+        """From the thread list's form: `ids` (repeated) or `all=1` with the filter fields."""
+        if data.get("all") == "1":
+            return cls(
+                filter={
+                    "q": (data.get("q") or "").strip()[:200],
+                    "agent": (data.get("agent") or "").strip()[:64],
+                    "owner": (data.get("owner") or "").strip()[:150],
+                }
+            )
+        ids = data.getlist("ids") if hasattr(data, "getlist") else data.get("ids") or []
+        if not isinstance(ids, list | tuple) or not ids:
+            raise InvalidInput("Select at least one thread, or everything matching the filter.", fields={"ids": ["select at least one thread."]})
+        if len(ids) > MAX_IDS:
+            raise InvalidInput(f"At most {MAX_IDS} ticked threads; use the filter.", fields={"ids": [f"at most {MAX_IDS}."]})
+        for thread_id in ids:
+            thread_id_validate(thread_id)
+        return cls(ids=tuple(dict.fromkeys(ids)))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ids": list(self.ids)} if self.ids else {"filter": self.filter}
+
+    @classmethod
+    def from_dict(cls, value: dict[str, Any]) -> "Selection":
+        return cls(ids=tuple(value.get("ids") or ()), filter=value.get("filter") or {})
+
+
+def _action(action: Any) -> str:
+    if action not in ACTIONS:
+        raise InvalidInput(f"action must be one of {', '.join(ACTIONS)}.", fields={"action": [f"must be one of {', '.join(ACTIONS)}."]})
+    return action
+
+
+def ensure_allowed(actor, action: str) -> None:
+    """Destructive bulk actions are for admins; anyone may export what they can read."""
+    if action in DESTRUCTIVE and not roles.is_admin(actor):
+        raise Forbidden(f"Only an admin may {action} threads in bulk.", target="threads", action=f"bulk.{action}")
+
+
+def selection_threads(*, actor, selection: Selection) -> QuerySet[Thread]:
+    """The selected threads the actor may see (a member's selection never holds others' threads)."""
+    if selection.ids:
+        return Thread.objects.visible_to(actor).filter(thread_id__in=selection.ids)
+    f = selection.filter
+    return thread_list(actor=actor, q=f.get("q", ""), agent_code=f.get("agent", ""), owner=f.get("owner", ""))
+
+
+@dataclass(frozen=True)
+class Impact:
+    threads: int
+    active_blocks: int
+    archived_blocks: int
+    checkpoints: int
+    pending_writes: int
+
+    @property
+    def blocks(self) -> int:
+        return self.active_blocks + self.archived_blocks
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "threads": self.threads,
+            "active_blocks": self.active_blocks,
+            "archived_blocks": self.archived_blocks,
+            "checkpoints": self.checkpoints,
+            "pending_writes": self.pending_writes,
+        }
+
+
+def _impact(threads: QuerySet[Thread]) -> Impact:
+    """Counts of the selection in three queries, whatever its size."""
+    ids = threads.order_by().values("pk")
+    row = Thread.objects.filter(pk__in=ids).aggregate(
+        threads=Count("id"),
+        active=Coalesce(Sum("active_count"), Value(0)),
+        archived=Coalesce(Sum("archived_count"), Value(0)),
+    )
+    return Impact(
+        threads=row["threads"],
+        active_blocks=row["active"],
+        archived_blocks=row["archived"],
+        checkpoints=Checkpoint.objects.filter(thread__in=ids).count(),
+        pending_writes=CheckpointWrite.objects.filter(thread__in=ids).count(),
+    )
+
+
+def bulk_preview(*, actor, action: Any, selection: Selection) -> Impact:
+    """What the action would touch: threads, blocks, checkpoints. Reads only."""
+    action = _action(action)
+    ensure_allowed(actor, action)
+    return _impact(selection_threads(actor=actor, selection=selection))
+
+
+@transaction.atomic
+def bulk_start(*, actor, action: Any, selection: Selection, request=None) -> BulkJob:
+    """Admin: record a bulk job over the selection as it is now; audited with its preview."""
+    action = _action(action)
+    if action not in DESTRUCTIVE:
+        raise InvalidInput("Exports are downloaded directly, not run as jobs.", fields={"action": ["must be clear, release or purge."]})
+    ensure_allowed(actor, action)
+    threads = selection_threads(actor=actor, selection=selection)
+    impact = _impact(threads)
+    if not impact.threads:
+        raise InvalidInput("No thread matches this selection.", fields={"selection": ["matches no thread."]})
+    max_pk = threads.aggregate(top=Max("pk"))["top"] or 0
+    job = BulkJob.objects.create(
+        actor=actor,
+        actor_name=actor.get_username(),
+        action=action,
+        selection=selection.as_dict(),
+        max_pk=max_pk,
+        total=impact.threads,
+        preview=impact.as_dict(),
+        counts={"threads": 0, "blocks": 0, "checkpoints": 0, "skipped": 0},
+    )
+    audit_record(
+        actor=actor,
+        action="bulk.start",
+        target=f"bulk:{job.pk}",
+        detail={"action": action, "selection": selection.as_dict(), "before": impact.as_dict()},
+        request=request,
+    )
+    return job
+
+
+def bulk_job_get(*, actor, job_id: int) -> BulkJob:
+    """A job, for its page: admins only (bulk jobs are destructive)."""
+    job = BulkJob.objects.filter(pk=job_id).first()
+    if job is None:
+        raise NotFound(f"No bulk job {job_id}.")
+    if not roles.is_admin(actor):
+        raise Forbidden("Only an admin may see bulk jobs.", target=f"bulk:{job_id}", action="bulk.read")
+    return job
+
+
+def _apply(job: BulkJob, thread: Thread, request) -> dict[str, int]:
+    """One thread through the service that does this action for a single thread."""
+    actor = job.actor
+    if job.action == "clear":
+        result = services.thread_clear(actor=actor, thread_id=thread.thread_id, request=request)
+        return {"blocks": result["archived"], "checkpoints": 0}
+    if job.action == "release":
+        result = checkpoint_services.checkpoint_release(actor=actor, thread_id=thread.thread_id, request=request)
+        return {"blocks": 0, "checkpoints": len(result["checkpoints"])}
+    checkpoints = Checkpoint.objects.filter(thread=thread).count()
+    result = services.thread_delete(actor=actor, thread_id=thread.thread_id, request=request)
+    return {"blocks": result["active"] + result["archived"], "checkpoints": checkpoints}
+
+
+def _finish(job: BulkJob, request) -> None:
+    job.status = BulkJob.Status.DONE
+    job.finished_at = timezone.now()
+    audit_record(
+        actor=job.actor,
+        action="bulk.finish",
+        target=f"bulk:{job.pk}",
+        detail={"action": job.action, "before": job.preview, "done": job.counts, "processed": job.processed},
+        request=request,
+    )
+
+
+def bulk_step(*, actor, job_id: int, batch: int = BATCH, request=None) -> BulkJob:
+    """Process the next batch of a job in one transaction; returns the job as it now stands.
+
+    The job row is locked, so two pollers never process the same batch. A thread
+    deleted since the preview is skipped. A refusal (the job's admin lost the
+    role) fails the job: the batch rolls back and the failure is recorded.
+    """
+    if not roles.is_admin(actor):
+        raise Forbidden("Only an admin may run bulk jobs.", target=f"bulk:{job_id}", action="bulk.step")
+    try:
+        with transaction.atomic():
+            job = BulkJob.objects.select_for_update().filter(pk=job_id).first()
+            if job is None:
+                raise NotFound(f"No bulk job {job_id}.")
+            if job.is_finished:
+                return job
+            if job.actor is None or not roles.is_admin(job.actor):
+                raise Forbidden("The admin who started this job may no longer run it.", target=f"bulk:{job.pk}", action=f"bulk.{job.action}")
+            job.status = BulkJob.Status.RUNNING
+            # The filter is applied with the job owner's eyes, as at preview time.
+            threads = list(
+                selection_threads(actor=job.actor, selection=Selection.from_dict(job.selection))
+                .filter(pk__gt=job.cursor, pk__lte=job.max_pk)
+                .order_by("pk")[:batch]
+            )
+            counts = dict(job.counts)
+            for thread in threads:
+                try:
+                    with transaction.atomic():
+                        done = _apply(job, thread, request)
+                except NotFound:
+                    counts["skipped"] = counts.get("skipped", 0) + 1
+                else:
+                    counts["threads"] += 1
+                    counts["blocks"] += done["blocks"]
+                    counts["checkpoints"] += done["checkpoints"]
+                job.cursor = thread.pk
+                job.processed += 1
+            job.counts = counts
+            if len(threads) < batch:
+                _finish(job, request)
+            job.save()
+            return job
+    except Forbidden as exc:
+        with transaction.atomic():
+            BulkJob.objects.filter(pk=job_id).update(
+                status=BulkJob.Status.FAILED, error=exc.message, finished_at=timezone.now(), updated_at=timezone.now()
+            )
+        raise
+
+
+def bulk_run(*, job_id: int, batch: int = BATCH) -> BulkJob:
+    """Run a job to its end (the command line): steps as its own admin until done."""
+    job = BulkJob.objects.select_related("actor").get(pk=job_id)
+    while not job.is_finished:
+        job = bulk_step(actor=job.actor, job_id=job.pk, batch=batch)
+    return job

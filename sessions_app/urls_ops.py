@@ -1,0 +1,24 @@
+"""Operations pages over threads: search, export, bulk actions, retention, erase.
+
+Included from sessions_app/urls.py. Bulk routes live under /bulk/, not /threads/,
+because "bulk" is a valid thread id.
+"""
+
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("search/", views.message_search, name="message-search"),
+    path("threads/<str:thread_id>/export", views.thread_export, name="thread-export"),
+    path("bulk/preview", views.bulk_preview, name="bulk-preview"),
+    path("bulk/start", views.bulk_start, name="bulk-start"),
+    path("bulk/export", views.bulk_export, name="bulk-export"),
+    path("bulk/<int:job_id>/", views.bulk_job, name="bulk-job"),
+    path("bulk/<int:job_id>/step", views.bulk_step, name="bulk-step"),
+    path("retention/", views.retention_page, name="retention"),
+    path("retention/policies", views.retention_policy_save, name="retention-policy-save"),
+    path("retention/policies/delete", views.retention_policy_delete, name="retention-policy-delete"),
+    path("retention/apply", views.retention_apply, name="retention-apply"),
+    path("erase/", views.user_erase, name="user-erase"),
+]

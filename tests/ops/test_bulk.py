@@ -1,0 +1,185 @@
+"""Bulk actions from the thread list: selection, preview (writes nothing), batched jobs, permissions."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from memoryadmin import roles
+from memoryadmin.errors import Forbidden
+from memoryadmin.models import AuditEvent
+from sessions_app import bulk
+from sessions_app.models import Block, BulkJob, Checkpoint, Thread
+
+from ..conftest import login_client
+from .helpers import broken_parents, checkpoints, compacted, save, table_counts, turns
+
+pytestmark = pytest.mark.django_db
+
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture
+def threads(alice, bob):
+    for i in range(5):
+        save(alice, f"kyoto-{i}", turns(4, f"k{i}"))
+        checkpoints(alice, f"kyoto-{i}", 2)
+    compacted(bob, "bob-kyoto", 4)
+    save(bob, "other", turns(2), agent="special")
+
+
+def preview(client, action, **data):
+    return client.post("/bulk/preview", {"action": action, **data})
+
+
+def run_job(client, job_id):
+    """Poll the step endpoint as the progress fragment does, until the job is finished."""
+    for _ in range(100):
+        response = client.post(f"/bulk/{job_id}/step", **HX)
+        assert response.status_code == 200
+        if 'hx-post="' not in response.content.decode():
+            return response
+    raise AssertionError("the job never finished")
+
+
+def test_the_preview_counts_the_impact_and_writes_nothing(client, threads, admin_user):
+    login_client(client, admin_user)
+    before = table_counts()
+    response = preview(client, "purge", all="1", q="kyoto")
+    assert response.status_code == 200
+    impact = response.context["impact"]
+    assert (impact.threads, impact.active_blocks, impact.archived_blocks, impact.checkpoints, impact.pending_writes) == (6, 21, 4, 10, 10)
+    body = response.content.decode()
+    assert 'data-impact="threads">6<' in body and 'name="all" value="1"' in body and 'name="q" value="kyoto"' in body
+    assert table_counts() == before
+
+
+def test_ticked_rows_are_previewed_as_ticked(client, threads, admin_user):
+    login_client(client, admin_user)
+    response = preview(client, "clear", ids=["kyoto-1", "bob-kyoto"])
+    assert response.context["impact"].threads == 2
+    body = response.content.decode()
+    assert 'name="ids" value="kyoto-1"' in body and 'name="ids" value="bob-kyoto"' in body
+
+
+def test_a_clear_job_runs_in_batches_and_is_audited(client, threads, admin_user):
+    login_client(client, admin_user)
+    response = client.post("/bulk/start", {"action": "clear", "all": "1", "q": "kyoto"})
+    job = BulkJob.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/bulk/{job.pk}/"
+    assert job.status == "pending" and job.total == 6 and job.preview["active_blocks"] == 21
+    page = client.get(f"/bulk/{job.pk}/").content.decode()
+    assert f'hx-post="/bulk/{job.pk}/step"' in page and 'hx-trigger="load delay:250ms"' in page
+    # Two threads per batch: the progress moves step by step.
+    first = bulk.bulk_step(actor=admin_user, job_id=job.pk, batch=2)
+    assert (first.status, first.processed, first.percent) == ("running", 2, 33)
+    final = run_job(client, job.pk)
+    job.refresh_from_db()
+    assert job.status == "done" and job.processed == 6 and job.counts == {"threads": 6, "blocks": 21, "checkpoints": 0, "skipped": 0}
+    assert 'data-status="done"' in final.content.decode()
+    assert Block.objects.filter(thread__thread_id__startswith="kyoto", archived=False).count() == 0
+    assert Block.objects.filter(thread__thread_id="other", archived=False).count() == 2
+    assert AuditEvent.objects.filter(action="thread.clear").count() == 6
+    start, finish = AuditEvent.objects.get(action="bulk.start"), AuditEvent.objects.get(action="bulk.finish")
+    assert start.detail["before"]["threads"] == 6 and finish.detail["done"]["blocks"] == 21
+
+
+def test_a_release_job_deletes_checkpoints_and_keeps_threads(client, threads, admin_user):
+    login_client(client, admin_user)
+    client.post("/bulk/start", {"action": "release", "ids": ["kyoto-0", "kyoto-1"]})
+    job = BulkJob.objects.get()
+    run_job(client, job.pk)
+    job.refresh_from_db()
+    assert job.counts["checkpoints"] == 4
+    assert Checkpoint.objects.filter(thread__thread_id__in=["kyoto-0", "kyoto-1"]).count() == 0
+    assert Checkpoint.objects.count() == 6 and Thread.objects.count() == 7
+    assert broken_parents() == []
+
+
+def test_a_purge_job_deletes_what_the_filter_matched_at_preview_time(client, threads, admin_user, alice):
+    login_client(client, admin_user)
+    client.post("/bulk/start", {"action": "purge", "all": "1", "q": "kyoto"})
+    job = BulkJob.objects.get()
+    save(alice, "kyoto-late", turns(2))  # created after the preview: not part of the job
+    Thread.objects.filter(thread_id="kyoto-3").delete()  # gone meanwhile: skipped
+    run_job(client, job.pk)
+    job.refresh_from_db()
+    assert job.counts == {"threads": 5, "blocks": 4 * 4 + 5, "checkpoints": 4 * 2, "skipped": 0}
+    assert sorted(Thread.objects.values_list("thread_id", flat=True)) == ["kyoto-late", "other"]
+
+
+def test_operators_may_export_but_not_destroy(client, threads, operator):
+    login_client(client, operator)
+    before = table_counts()
+    for action in ("clear", "release", "purge"):
+        assert preview(client, action, all="1").status_code == 403
+        assert client.post("/bulk/start", {"action": action, "all": "1"}).status_code == 403
+    after = table_counts()
+    assert after.pop("audit") == before.pop("audit") + 6 and after == before
+    assert AuditEvent.objects.filter(action="access.denied", actor_name="olivia").count() == 6
+    assert preview(client, "export", all="1").context["impact"].threads == 7
+    body = client.get("/threads/").content.decode()
+    assert '<option value="export">' in body and 'value="purge"' not in body
+
+
+def test_members_preview_exports_of_their_own_threads_only(client, threads, alice):
+    login_client(client, alice)
+    assert preview(client, "export", all="1").context["impact"].threads == 5
+    assert preview(client, "export", ids=["bob-kyoto", "kyoto-0"]).context["impact"].threads == 1
+    assert preview(client, "purge", ids=["kyoto-0"]).status_code == 403
+
+
+def test_job_pages_and_steps_are_for_admins(client, threads, admin_user, operator):
+    job = bulk.bulk_start(actor=admin_user, action="clear", selection=bulk.Selection(ids=("kyoto-0",)))
+    login_client(client, operator)
+    assert client.get(f"/bulk/{job.pk}/").status_code == 403
+    assert client.post(f"/bulk/{job.pk}/step").status_code == 403
+    job.refresh_from_db()
+    assert job.processed == 0 and job.status == "pending"
+
+
+def test_a_job_fails_when_its_admin_loses_the_role(threads, admin_user, alice):
+    other_admin = admin_user
+    job = bulk.bulk_start(actor=admin_user, action="purge", selection=bulk.Selection(ids=("kyoto-0",)))
+    roles.role_set(admin_user, "member")
+    admin_user.refresh_from_db()
+    keeper = type(admin_user).objects.create_superuser("root", password="x")
+    with pytest.raises(Forbidden):
+        bulk.bulk_step(actor=keeper, job_id=job.pk)
+    job.refresh_from_db()
+    assert job.status == "failed" and "no longer" in job.error and Thread.objects.filter(thread_id="kyoto-0").exists()
+    assert other_admin is admin_user
+
+
+def test_bad_selections_are_a_400(client, threads, admin_user):
+    login_client(client, admin_user)
+    assert preview(client, "clear").status_code == 400  # nothing ticked
+    assert preview(client, "explode", ids=["kyoto-0"]).status_code == 400
+    assert preview(client, "clear", ids=["bad id"]).status_code == 400
+    assert client.post("/bulk/start", {"action": "clear", "ids": ["nope"]}).status_code == 400
+    assert client.post("/bulk/start", {"action": "export", "ids": ["kyoto-0"]}).status_code == 400
+    assert BulkJob.objects.count() == 0
+
+
+def test_the_command_finishes_pending_jobs(threads, admin_user):
+    job = bulk.bulk_start(actor=admin_user, action="clear", selection=bulk.Selection(filter={"q": "kyoto", "agent": "", "owner": ""}))
+    out = StringIO()
+    call_command("bulk_jobs", "run", "--batch", "4", stdout=out)
+    job.refresh_from_db()
+    assert job.status == "done" and job.counts["threads"] == 6
+    call_command("bulk_jobs", "list", stdout=out)
+    assert "clear" in out.getvalue()
+
+
+@pytest.mark.parametrize("rows", [5, 50])
+def test_the_thread_list_with_bulk_selection_takes_constant_queries(client, admin_user, alice, rows, django_assert_num_queries):
+    for i in range(rows):
+        save(alice, f"t{i}", turns(2))
+    login_client(client, admin_user)
+    # session, user, role, threads, agent codes
+    with django_assert_num_queries(5):
+        response = client.get("/threads/")
+    body = response.content.decode()
+    assert body.count('name="ids"') == rows and 'action="/bulk/preview"' in body and 'href="/search/' in body
