@@ -308,3 +308,54 @@ class BulkJob(models.Model):
         if self.is_finished and self.status == self.Status.DONE:
             return 100
         return min(100, int(self.processed * 100 / self.total)) if self.total else 0
+
+
+class Turn(models.Model):
+    """One question-and-answer turn of a thread's business-layer dialogue (docs/turns.md).
+
+    A thread has at most one pending turn (its answer still streaming in as
+    TurnChunk rows) and a sliding window of finished turns, oldest dropped first
+    (seed 000's MultiTurnContextManager, kept in the database so that every server
+    process sees the same state).
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        FINISHED = "finished"
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="turns")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    # Order of the turns in the thread; a restarted turn keeps its number.
+    seq = models.IntegerField()
+    question = models.TextField()
+    answer = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "seq"], name="turn_thread_seq_uniq"),
+            # One pending turn per thread, whatever the number of server processes.
+            models.UniqueConstraint(
+                fields=["thread"], condition=models.Q(status="pending"), name="turn_one_pending_per_thread"
+            ),
+        ]
+        indexes = [models.Index(fields=["thread", "status", "seq"], name="turn_thread_status_seq_idx")]
+
+    def __str__(self) -> str:
+        return f"turn {self.seq} of {self.thread_id} ({self.status})"
+
+
+class TurnChunk(models.Model):
+    """A streamed piece of a pending turn's answer; `index` orders them (0, 1, 2…)."""
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="chunks")
+    index = models.IntegerField()
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["turn", "index"], name="turnchunk_turn_index_uniq")]
+
+    def __str__(self) -> str:
+        return f"chunk {self.index} of turn {self.turn_id}"

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from . import checkpoint_views as cv
+from . import turn_views as tv
 from . import views
 
 urlpatterns = [
@@ -31,6 +32,11 @@ urlpatterns = [
     path("threads/<str:thread_id>/state/checkpoint", cv.ThreadStateCheckpointView.as_view(), name="api-thread-state-checkpoint"),
     path("threads/<str:thread_id>/state/<str:checkpoint_id>", cv.ThreadStateAtView.as_view(), name="api-thread-state-at"),
     path("threads/<str:thread_id>/history", cv.ThreadHistoryView.as_view(), name="api-thread-history"),
+    path("threads/<str:thread_id>/turns", tv.TurnsView.as_view(), name="api-turns"),
+    path("threads/<str:thread_id>/turns/pending", tv.TurnPendingView.as_view(), name="api-turn-pending"),
+    path("threads/<str:thread_id>/turns/pending/chunks", tv.TurnChunksView.as_view(), name="api-turn-chunks"),
+    path("threads/<str:thread_id>/turns/pending/finish", tv.TurnFinishView.as_view(), name="api-turn-finish"),
+    path("threads/<str:thread_id>/turns/restart", tv.TurnRestartView.as_view(), name="api-turn-restart"),
     path("checkpoints/prune", cv.CheckpointPruneView.as_view(), name="api-checkpoint-prune"),
     path("checkpoints/delete-for-runs", cv.CheckpointDeleteForRunsView.as_view(), name="api-checkpoint-delete-for-runs"),
 ]

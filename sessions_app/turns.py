@@ -1,0 +1,306 @@
+"""Turns: a thread's business-layer dialogue, question by question (docs/turns.md).
+
+The rules come from seed 000's multi-turn context manager, with its state moved
+from process memory into the database so that every server process shares it:
+
+- begin: a blank question is ignored (nothing written); otherwise it opens the
+  thread's one pending turn, replacing a pending turn left over.
+- append: streamed chunks of the answer, each numbered by the server under the
+  pending turn's row lock, so concurrent appends never collide and keep the
+  order in which they took the lock.
+- finish: the chunks joined and trimmed are the answer; a blank answer drops the
+  turn; the answer is cut to MEMORYADMIN_TURN_MAX_ANSWER_CHARS; the thread keeps
+  its last MEMORYADMIN_TURN_WINDOW finished turns, oldest dropped first.
+- discard: the pending turn is dropped.
+- restart: the last finished turn is reopened as pending with its question (after
+  human feedback, a new answer replaces it).
+
+Writes are the owner's only (not another member's, nor an operator's, nor an
+admin's: DESIGN §8); reads follow the thread's read rules.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from memoryadmin import roles
+from memoryadmin.errors import Conflict, Forbidden, InvalidInput, NotFound
+
+from .models import Thread, Turn, TurnChunk
+from .selectors import thread_get_for_read, thread_id_validate
+
+QUESTION_MAX_CHARS = 100_000
+CHUNK_MAX_CHARS = 100_000
+# A pending turn's answer is bounded too: a runaway stream cannot grow a row forever.
+PENDING_MAX_CHUNKS = 100_000
+ELLIPSIS = "…"
+
+
+def _setting(name: str, default: int) -> int:
+    """A positive integer from Django settings, else the environment, else the default."""
+    value = getattr(settings, name, None)
+    if value is None:
+        value = os.environ.get(name, "") or default
+    try:
+        value = int(value)
+    except (TypeError, ValueError):
+        return default
+    return value if value > 0 else default
+
+
+def turn_window() -> int:
+    return _setting("MEMORYADMIN_TURN_WINDOW", 10)
+
+
+def turn_max_answer_chars() -> int:
+    return _setting("MEMORYADMIN_TURN_MAX_ANSWER_CHARS", 4000)
+
+
+def _text(value: Any, *, field_name: str, max_chars: int) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field_name} must be a string.", fields={field_name: ["must be a string."]})
+    if len(value) > max_chars:
+        raise InvalidInput(
+            f"{field_name} is longer than {max_chars} characters.",
+            fields={field_name: [f"at most {max_chars} characters."]},
+        )
+    if "\x00" in value:
+        raise InvalidInput(f"{field_name} cannot contain NUL.", fields={field_name: ["cannot contain NUL."]})
+    return value
+
+
+def cut_answer(answer: str, max_chars: int) -> str:
+    """The answer cut to max_chars, the last kept character an ellipsis when cut (seed: abbreviate)."""
+    if len(answer) <= max_chars:
+        return answer
+    return answer[: max_chars - 1] + ELLIPSIS
+
+
+# --- ownership ---------------------------------------------------------------
+
+
+def _thread_for_write(*, actor, thread_id: str, action: str) -> Thread:
+    """The thread row, locked for this transaction, if the actor may write turns to it.
+
+    The lock serialises begin/finish/discard/restart of one thread across processes.
+    """
+    thread_id_validate(thread_id)
+    thread = Thread.objects.select_for_update().filter(thread_id=thread_id).first()
+    if thread is None:
+        raise NotFound(f"Thread {thread_id!r} does not exist.")
+    target = f"thread:{thread.thread_id}"
+    if roles.is_operator(actor):
+        raise Forbidden("Operators have read-only access.", target=target, action=action)
+    if thread.owner_id != actor.pk:
+        raise Forbidden("This thread belongs to another user.", target=target, action=action)
+    return thread
+
+
+def _pending(thread: Thread, *, lock: bool = False) -> Turn | None:
+    qs = Turn.objects.filter(thread=thread, status=Turn.Status.PENDING)
+    if lock:
+        qs = qs.select_for_update()
+    return qs.first()
+
+
+# --- services ----------------------------------------------------------------
+
+
+@transaction.atomic
+def turn_begin(*, actor, thread_id: str, question: Any) -> Turn | None:
+    """Open the thread's pending turn with this question; None when the question is blank.
+
+    Seed 000: a blank question is ignored, and a new question replaces a pending
+    turn that was never finished (its chunks go with it).
+    """
+    question = _text(question, field_name="question", max_chars=QUESTION_MAX_CHARS)
+    if not question.strip():
+        # Ownership is still checked: a blank question to someone else's thread is a 403, not a 200.
+        thread_id_validate(thread_id)
+        thread = Thread.objects.filter(thread_id=thread_id).first()
+        if thread is None:
+            raise NotFound(f"Thread {thread_id!r} does not exist.")
+        _ensure_may_write(actor, thread, "turn.begin")
+        return None
+    thread = _thread_for_write(actor=actor, thread_id=thread_id, action="turn.begin")
+    Turn.objects.filter(thread=thread, status=Turn.Status.PENDING).delete()
+    last = Turn.objects.filter(thread=thread).aggregate(m=Max("seq"))["m"] or 0
+    return Turn.objects.create(thread=thread, seq=last + 1, question=question.strip())
+
+
+def _ensure_may_write(actor, thread: Thread, action: str) -> None:
+    target = f"thread:{thread.thread_id}"
+    if roles.is_operator(actor):
+        raise Forbidden("Operators have read-only access.", target=target, action=action)
+    if thread.owner_id != actor.pk:
+        raise Forbidden("This thread belongs to another user.", target=target, action=action)
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    index: int | None
+    ignored: bool = False
+
+
+@transaction.atomic
+def turn_append_chunk(*, actor, thread_id: str, text: Any) -> ChunkResult:
+    """Append a streamed chunk to the pending turn; 409 when there is none.
+
+    The index is given here, under the pending turn's row lock (SELECT … FOR
+    UPDATE): two processes appending at once wait for each other, so indexes are
+    dense and follow the order of arrival. The thread row is not locked, so a
+    stream does not hold up other writes to the thread. An empty chunk is ignored;
+    a whitespace chunk is kept (streamed tokens are often a lone space, which the
+    seed's blank check would have dropped).
+    """
+    text = _text(text, field_name="text", max_chars=CHUNK_MAX_CHARS)
+    thread_id_validate(thread_id)
+    thread = Thread.objects.filter(thread_id=thread_id).first()
+    if thread is None:
+        raise NotFound(f"Thread {thread_id!r} does not exist.")
+    _ensure_may_write(actor, thread, "turn.append")
+    turn = _pending(thread, lock=True)
+    if turn is None:
+        raise Conflict("This thread has no pending turn: begin one first.", code="no_pending_turn")
+    if text == "":
+        return ChunkResult(index=None, ignored=True)
+    last = turn.chunks.aggregate(m=Max("index"))["m"]
+    index = 0 if last is None else last + 1
+    if index >= PENDING_MAX_CHUNKS:
+        raise Conflict(f"The pending turn already holds {PENDING_MAX_CHUNKS} chunks.", code="too_many_chunks")
+    TurnChunk.objects.create(turn=turn, index=index, text=text)
+    return ChunkResult(index=index)
+
+
+@dataclass(frozen=True)
+class FinishResult:
+    finished: bool
+    dropped: bool
+    truncated: bool = False
+    evicted: int = 0
+    turn: Turn | None = None
+
+
+@transaction.atomic
+def turn_finish(*, actor, thread_id: str) -> FinishResult:
+    """Close the pending turn: it joins the finished turns, or is dropped when its answer is blank.
+
+    Seed 000: the answer is the chunks joined and trimmed, cut to the configured
+    maximum; the window keeps the last N finished turns (oldest evicted first).
+    409 when no turn is pending.
+    """
+    thread = _thread_for_write(actor=actor, thread_id=thread_id, action="turn.finish")
+    turn = _pending(thread, lock=True)
+    if turn is None:
+        raise Conflict("This thread has no pending turn to finish.", code="no_pending_turn")
+    answer = "".join(turn.chunks.order_by("index").values_list("text", flat=True)).strip()
+    if not answer:
+        turn.delete()
+        return FinishResult(finished=False, dropped=True)
+    max_chars = turn_max_answer_chars()
+    cut = cut_answer(answer, max_chars)
+    turn.answer = cut
+    turn.status = Turn.Status.FINISHED
+    turn.finished_at = timezone.now()
+    turn.save(update_fields=["answer", "status", "finished_at"])
+    # The answer now holds the text; the chunks were only its transport.
+    TurnChunk.objects.filter(turn=turn).delete()
+    keep = list(
+        Turn.objects.filter(thread=thread, status=Turn.Status.FINISHED)
+        .order_by("-seq").values_list("pk", flat=True)[: turn_window()]
+    )
+    _, per_model = (
+        Turn.objects.filter(thread=thread, status=Turn.Status.FINISHED).exclude(pk__in=keep).delete()
+    )
+    evicted = per_model.get(Turn._meta.label, 0)
+    return FinishResult(finished=True, dropped=False, truncated=cut != answer, evicted=evicted, turn=turn)
+
+
+@transaction.atomic
+def turn_discard(*, actor, thread_id: str) -> bool:
+    """Drop the pending turn (a run stopped); False when there was none (seed 000: a no-op)."""
+    thread = _thread_for_write(actor=actor, thread_id=thread_id, action="turn.discard")
+    deleted, _ = Turn.objects.filter(thread=thread, status=Turn.Status.PENDING).delete()
+    return deleted > 0
+
+
+@transaction.atomic
+def turn_restart(*, actor, thread_id: str) -> Turn | None:
+    """Reopen the last finished turn as pending, with its question and no answer.
+
+    Seed 000 (after human feedback): the last saved turn is removed from the
+    finished ones and its question asked again; a pending turn left over is
+    replaced. None (nothing written) when there is no finished turn.
+    """
+    thread = _thread_for_write(actor=actor, thread_id=thread_id, action="turn.restart")
+    last = Turn.objects.filter(thread=thread, status=Turn.Status.FINISHED).order_by("-seq").first()
+    if last is None:
+        return None
+    Turn.objects.filter(thread=thread, status=Turn.Status.PENDING).delete()
+    last.status = Turn.Status.PENDING
+    last.answer = ""
+    last.finished_at = None
+    last.save(update_fields=["status", "answer", "finished_at"])
+    return last
+
+
+# --- selectors ---------------------------------------------------------------
+
+
+@dataclass
+class TurnContext:
+    thread: Thread
+    turns: list[dict[str, str]]
+    pending: dict[str, Any] | None
+    rendered: str = field(default="")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"thread_id": self.thread.thread_id, "turns": self.turns, "pending": self.pending, "rendered": self.rendered}
+
+
+def render_turns(turns: list[dict[str, str]]) -> str:
+    """The finished turns as a prompt: "User: …\\nAssistant: …" per turn, one turn after another."""
+    return "\n".join(f"User: {turn['question']}\nAssistant: {turn['answer']}" for turn in turns)
+
+
+def pending_chunks_after(*, turn_id: int, after: int) -> list[tuple[int, str]]:
+    """The chunks of a turn with index > after, in order (the live view's poll)."""
+    return list(
+        TurnChunk.objects.filter(turn_id=turn_id, index__gt=after).order_by("index").values_list("index", "text")
+    )
+
+
+def turn_context(*, actor, thread_id: str, thread: Thread | None = None) -> TurnContext:
+    """The thread's finished turns (oldest first), its pending turn and the rendered prompt.
+
+    Three queries whatever the number of turns or chunks: the thread, the turns,
+    and the pending turn's chunks.
+    """
+    if thread is None:
+        thread = thread_get_for_read(actor=actor, thread_id=thread_id)
+    rows = list(
+        Turn.objects.filter(thread=thread).order_by("seq")
+        .values("pk", "status", "seq", "question", "answer", "created_at")
+    )
+    finished = [{"question": r["question"], "answer": r["answer"]} for r in rows if r["status"] == Turn.Status.FINISHED]
+    pending_row = next((r for r in rows if r["status"] == Turn.Status.PENDING), None)
+    pending = None
+    if pending_row is not None:
+        texts = list(
+            TurnChunk.objects.filter(turn_id=pending_row["pk"]).order_by("index").values_list("text", flat=True)
+        )
+        pending = {
+            "id": pending_row["pk"],
+            "question": pending_row["question"],
+            "answer": "".join(texts),
+            "chunks": len(texts),
+            "created_at": pending_row["created_at"],
+        }
+    return TurnContext(thread=thread, turns=finished, pending=pending, rendered=render_turns(finished))
