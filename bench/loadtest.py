@@ -169,6 +169,20 @@ def run_wrk(base: str, script: str, *, duration: int, connections: int, threads:
     return result
 
 
+def worker_cpu_seconds(master: int) -> float:
+    """User + system CPU time of the gunicorn master's children (its workers), from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == master:  # ppid
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / ticks
+
+
 def server_errors(base: str) -> tuple[int, int]:
     """Requests and 5xx answers as /metrics counts them (summed over every worker)."""
     import httpx
@@ -223,6 +237,7 @@ def main() -> None:
         raise SystemExit("wrk is not installed (apt-get install wrk); `make loadtest` installs it.")
 
     os.environ.setdefault("MEMORYADMIN_THROTTLE_RATE", "1000000/min")
+    load_start = os.getloadavg()[0]
     url = bench.fresh_database()
     bench.setup_django(url)
     import orjson
@@ -276,7 +291,11 @@ def main() -> None:
                 if args.warmup:
                     # Workers open their connections and fill their caches; not counted.
                     run_wrk(base, script, duration=args.warmup, connections=args.connections, threads=args.wrk_threads)
+                cpu_before = worker_cpu_seconds(server.pid)
                 result = run_wrk(base, script, duration=args.duration, connections=args.connections, threads=args.wrk_threads)
+                # CPU the app server spent per request: unlike latency, barely moved by other
+                # work on the machine, and what sizing an app tier needs.
+                result["cpu_ms"] = (worker_cpu_seconds(server.pid) - cpu_before) * 1000 / max(1, result["requests"])
                 rows.append((label, name, result))
                 bench.log(f"  {result['rps']:.0f} req/s, p50 {result['p50'] / 1000:.1f} ms, p99 {result['p99'] / 1000:.1f} ms, "
                           f"errors {result['errors']}")
@@ -289,8 +308,8 @@ def main() -> None:
     workers = int(os.environ.get("GUNICORN_WORKERS") or multiprocessing.cpu_count() * 2 + 1)
     threads = int(os.environ.get("GUNICORN_THREADS") or 2)
     lines = [
-        "| connections | scenario | requests | req/s | p50 ms | p95 ms | p99 ms | max ms | errors |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| connections | scenario | requests | req/s | p50 ms | p95 ms | p99 ms | max ms | errors | app CPU ms / request |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     notes = []
     for label, name, r in rows:
@@ -299,7 +318,7 @@ def main() -> None:
             continue
         lines.append(
             f"| {label} | {name} | {r['requests']:,} | {r['rps']:.0f} | {r['p50'] / 1000:.1f} | {r['p95'] / 1000:.1f} | "
-            f"{r['p99'] / 1000:.1f} | {r['max'] / 1000:.0f} | {r['errors']} |"
+            f"{r['p99'] / 1000:.1f} | {r['max'] / 1000:.0f} | {r['errors']} | {r['cpu_ms']:.1f} |"
         )
     import django
     import platform
@@ -312,7 +331,8 @@ def main() -> None:
         f"on the same {os.cpu_count()}-core machine as wrk and PostgreSQL {psycopg.connect(url).info.server_version // 10000} "
         f"(CPython {platform.python_version()}, Django {django.get_version()}). Data: {THREADS:,} threads, "
         f"{THREADS * loader.BLOCKS_PER_THREAD:,} blocks, {THREADS * loader.CHECKPOINTS_PER_THREAD:,} checkpoints, "
-        f"{NAMESPACES * loader.ITEMS_PER_NAMESPACE:,} store items. Load average at the end: {os.getloadavg()[0]:.1f}.\n\n"
+        f"{NAMESPACES * loader.ITEMS_PER_NAMESPACE:,} store items. Load average {load_start:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end.\n\n"
         + "\n".join(lines) + "\n\n" + "\n".join(f"- {note}" for note in notes) + "\n"
     )
     print(report)
