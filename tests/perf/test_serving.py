@@ -92,3 +92,36 @@ def test_collectstatic_fills_the_compressed_manifest_storage(tmp_path):
     assert hashed.is_file()
     assert hashed.with_name(hashed.name + ".gz").is_file()
     assert (tmp_path / "staticfiles.json").is_file()
+
+
+def _gunicorn_config(env: dict[str, str]) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GUNICORN_", "PROMETHEUS_"))}
+    result = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "--print-config"],
+        cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    settings = {}
+    for line in result.stdout.splitlines():
+        name, sep, value = line.partition("=")
+        if sep:
+            settings[name.strip()] = value.strip()
+    return settings
+
+
+def test_gunicorn_config_sizes_workers_from_the_cpu_count():
+    config = _gunicorn_config({})
+    assert int(config["workers"]) == 2 * os.cpu_count() + 1
+    assert (config["threads"], config["worker_class"], config["preload_app"]) == ("2", "gthread", "True")
+    assert config["timeout"] == "30" and config["accesslog"] == "-"
+    assert config["wsgi_app"] == "memoryadmin.wsgi:application"
+
+
+def test_gunicorn_config_reads_the_environment(tmp_path):
+    config = _gunicorn_config(
+        {"GUNICORN_WORKERS": "3", "GUNICORN_THREADS": "1", "GUNICORN_BIND": "127.0.0.1:9001",
+         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}
+    )
+    assert (config["workers"], config["worker_class"], config["bind"]) == ("3", "sync", "['127.0.0.1:9001']")
+    # The metrics directory is made (and emptied) by the master before the app loads.
+    assert (tmp_path / "metrics").is_dir()
