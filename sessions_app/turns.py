@@ -32,9 +32,12 @@ from django.utils import timezone
 
 from memoryadmin import roles
 from memoryadmin.errors import Conflict, Forbidden, InvalidInput, NotFound
+from memoryadmin.integrations.context import DEFAULT_MIN_SCORE, build_context
+from store_app.namespaces import namespace_from_path, namespace_validate
+from store_app.selectors import store_item_search, store_search_validate
 
 from .models import Thread, Turn, TurnChunk
-from .selectors import thread_get_for_read, thread_id_validate
+from .selectors import thread_agent_state, thread_get_for_read, thread_id_validate
 
 QUESTION_MAX_CHARS = 100_000
 CHUNK_MAX_CHARS = 100_000
@@ -304,3 +307,72 @@ def turn_context(*, actor, thread_id: str, thread: Thread | None = None) -> Turn
             "created_at": pending_row["created_at"],
         }
     return TurnContext(thread=thread, turns=finished, pending=pending, rendered=render_turns(finished))
+
+
+# --- context preview ---------------------------------------------------------
+
+PREVIEW_BUDGET_MAX = 1_000_000
+PREVIEW_MEMORY_LIMIT = 5
+
+
+def _preview_budget(value: Any) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= PREVIEW_BUDGET_MAX:
+        raise InvalidInput(
+            f"budget must be an integer between 1 and {PREVIEW_BUDGET_MAX}.",
+            fields={"budget": [f"must be an integer between 1 and {PREVIEW_BUDGET_MAX}."]},
+        )
+    return value
+
+
+def _preview_min_score(value: Any) -> float:
+    if value is None or value == "":
+        return DEFAULT_MIN_SCORE
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            value = None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise InvalidInput("min_score must be a number between 0 and 1.", fields={"min_score": ["must be a number between 0 and 1."]})
+    return float(value)
+
+
+def context_preview(
+    *, actor, thread_id: str, budget: Any, namespace: Any = None, query: Any = None, min_score: Any = None
+) -> dict[str, Any]:
+    """Exactly the messages a model would receive for this thread (seed 003), with token counts.
+
+    The memory comes from the store search the actor may make (best `score`
+    first, PREVIEW_MEMORY_LIMIT items), the history from the thread's active
+    context; `build_context` (memoryadmin.integrations.context) decides the rest,
+    the same function agents call. Every parameter is checked before any query.
+    """
+    budget = _preview_budget(budget)
+    min_score = _preview_min_score(min_score)
+    if isinstance(namespace, str):
+        namespace = namespace_from_path(namespace.strip(), field="namespace")
+    search = None
+    if namespace:
+        namespace = namespace_validate(namespace, field="namespace")
+        search = store_search_validate(namespace_prefix=namespace, query=query or None, limit=PREVIEW_MEMORY_LIMIT)
+    elif query not in (None, ""):
+        raise InvalidInput("query needs a namespace to search.", fields={"namespace": ["required with a query."]})
+    state = thread_agent_state(actor=actor, thread_id=thread_id)
+    memories = []
+    if search is not None:
+        memories = [
+            {"namespace": list(item.namespace), "key": item.key, "value": item.value, "score": item.score}
+            for item in store_item_search(actor=actor, request=search)
+        ]
+    built = build_context(messages=state.context, budget=budget, memories=memories, min_score=min_score)
+    body = built.as_dict()
+    body.update(
+        thread_id=state.thread.thread_id,
+        namespace=list(namespace) if namespace else None,
+        query=query or None,
+        min_score=min_score,
+        memories=memories,
+    )
+    return body

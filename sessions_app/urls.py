@@ -10,4 +10,5 @@ urlpatterns = [
     path("threads/<str:thread_id>/clear", views.thread_clear, name="thread-clear"),
     path("threads/<str:thread_id>/delete", views.thread_delete, name="thread-delete"),
     path("threads/<str:thread_id>/checkpoints/", include("sessions_app.checkpoint_views")),
+    path("threads/<str:thread_id>/", include("sessions_app.turn_pages")),
 ]

@@ -130,3 +130,49 @@ class TurnRestartView(APIView):
         if turn is None:
             return Response({"restarted": False})
         return Response({"restarted": True, "seq": turn.seq, "question": turn.question})
+
+
+class ContextPreviewInSerializer(serializers.Serializer):
+    budget = serializers.IntegerField(min_value=1, max_value=turns.PREVIEW_BUDGET_MAX, help_text="tokens the model may receive")
+    namespace = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="store namespace prefix to draw memories from"
+    )
+    query = serializers.CharField(required=False, help_text="ranks the memories (needs a namespace)")
+    min_score = serializers.FloatField(required=False, min_value=0, max_value=1, help_text="memories scoring less are left out")
+
+
+class ContextMessageSerializer(serializers.Serializer):
+    role = serializers.CharField()
+    content = serializers.CharField()
+    tokens = serializers.IntegerField()
+    source = serializers.ChoiceField(choices=["memory", "notice", "system", "history"])
+    truncated = serializers.BooleanField()
+
+
+class ContextPreviewSerializer(serializers.Serializer):
+    thread_id = serializers.CharField()
+    messages = ContextMessageSerializer(many=True)
+    budget = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+    dropped = serializers.IntegerField(help_text="history messages left out")
+    memories_used = serializers.IntegerField()
+    memories_below_threshold = serializers.IntegerField()
+    memory_omitted = serializers.BooleanField(help_text="the memory alone exceeded the budget: a notice stands in")
+    namespace = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    query = serializers.CharField(allow_null=True)
+    min_score = serializers.FloatField()
+    memories = serializers.ListField(child=serializers.DictField(), help_text="the store items found, with their score")
+
+
+class ContextPreviewView(APIView):
+    @extend_schema(
+        parameters=[THREAD_ID], request=ContextPreviewInSerializer, responses=ContextPreviewSerializer,
+        summary="The messages a model would receive for this thread, within a token budget",
+    )
+    def post(self, request: Request, thread_id: str) -> Response:
+        body = _body(request)
+        preview = turns.context_preview(
+            actor=request.user, thread_id=thread_id, budget=body.get("budget"), namespace=body.get("namespace"),
+            query=body.get("query"), min_score=body.get("min_score"),
+        )
+        return Response(preview)

@@ -37,6 +37,7 @@ urlpatterns = [
     path("threads/<str:thread_id>/turns/pending/chunks", tv.TurnChunksView.as_view(), name="api-turn-chunks"),
     path("threads/<str:thread_id>/turns/pending/finish", tv.TurnFinishView.as_view(), name="api-turn-finish"),
     path("threads/<str:thread_id>/turns/restart", tv.TurnRestartView.as_view(), name="api-turn-restart"),
+    path("threads/<str:thread_id>/context-preview", tv.ContextPreviewView.as_view(), name="api-context-preview"),
     path("checkpoints/prune", cv.CheckpointPruneView.as_view(), name="api-checkpoint-prune"),
     path("checkpoints/delete-for-runs", cv.CheckpointDeleteForRunsView.as_view(), name="api-checkpoint-delete-for-runs"),
 ]

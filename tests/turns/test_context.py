@@ -1,0 +1,183 @@
+"""Context building (seed 003): memory injected, history trimmed to a budget; the function, the API, the page."""
+
+from __future__ import annotations
+
+import pytest
+
+from memoryadmin.integrations.context import (
+    MEMORY_NOTICE,
+    MESSAGE_OVERHEAD,
+    TRUNCATION_MARKER,
+    approx_tokens,
+    build_context,
+)
+from memoryadmin.models import AuditEvent
+from sessions_app.services import thread_save_agent_state
+from store_app.services import store_item_put
+
+from ..conftest import login_client
+
+
+def msg(role, text):
+    return {"role": role, "content": text}
+
+
+def cost(text):
+    return approx_tokens(text) + MESSAGE_OVERHEAD
+
+
+HISTORY = [msg("system", "be brief"), *[msg("user" if i % 2 == 0 else "assistant", f"message {i:02d}") for i in range(10)]]
+
+
+def test_tokens_are_a_quarter_of_the_utf8_bytes_rounded_up():
+    assert approx_tokens("") == 0
+    assert approx_tokens("abcd") == 1 and approx_tokens("abcde") == 2
+    assert approx_tokens("記憶") == 2  # six bytes
+
+
+def test_it_keeps_the_newest_messages_and_the_system_message():
+    budget = cost("be brief") + 3 * cost("message 00")
+    built = build_context(messages=HISTORY, budget=budget)
+    assert [m.content for m in built.messages] == ["be brief", "message 07", "message 08", "message 09"]
+    assert built.messages[0].source == "system" and built.dropped == 7
+    assert built.total_tokens == budget
+
+
+def test_everything_fits_in_a_large_budget():
+    built = build_context(messages=HISTORY, budget=10_000)
+    assert [m.content for m in built.messages] == [m["content"] for m in HISTORY] and built.dropped == 0
+
+
+def test_an_oversized_single_message_is_cut_with_a_marker():
+    long = "word " * 500
+    built = build_context(messages=[msg("user", "old"), msg("user", long)], budget=50)
+    assert len(built.messages) == 1
+    only = built.messages[0]
+    assert only.truncated and only.content.endswith(TRUNCATION_MARKER) and long.startswith(only.content[: -len(TRUNCATION_MARKER)])
+    assert only.tokens <= 50 and built.dropped == 1
+
+
+def test_an_oversized_system_message_is_cut_too():
+    built = build_context(messages=[msg("system", "s" * 1000), msg("user", "hi")], budget=40)
+    assert built.messages[0].source == "system" and built.messages[0].truncated
+    assert built.total_tokens <= 40
+
+
+def test_memory_comes_first_and_counts_against_the_budget():
+    memories = [{"value": {"text": "likes tea"}, "score": 0.9}]
+    built = build_context(messages=HISTORY, budget=200, memories=memories)
+    assert built.messages[0].source == "memory" and "likes tea" in built.messages[0].content
+    assert built.messages[1].source == "system" and built.memories_used == 1
+    assert built.total_tokens <= 200
+
+
+def test_a_memory_block_larger_than_the_budget_is_replaced_by_a_notice():
+    memories = [{"value": {"text": "x" * 4000}, "score": 0.9}]
+    built = build_context(messages=HISTORY, budget=60, memories=memories)
+    assert built.messages[0].content == MEMORY_NOTICE and built.messages[0].source == "notice"
+    assert built.memory_omitted and built.memories_used == 0
+    assert built.messages[-1].content == "message 09" and built.total_tokens <= 60
+
+
+def test_memories_below_min_score_are_left_out():
+    memories = [{"value": {"text": "sure"}, "score": 0.8}, {"value": {"text": "doubtful"}, "score": 0.1}]
+    built = build_context(messages=[], budget=100, memories=memories, min_score=0.5)
+    assert "sure" in built.messages[0].content and "doubtful" not in built.messages[0].content
+    assert built.memories_below_threshold == 1
+
+
+def test_it_refuses_a_budget_that_is_not_positive():
+    with pytest.raises(ValueError):
+        build_context(messages=[], budget=0)
+
+
+# --- over HTTP ---------------------------------------------------------------
+
+
+@pytest.fixture
+def thread(alice):
+    thread_save_agent_state(actor=alice, thread_id="c1", agent_code="bot", context=HISTORY)
+    store_item_put(actor=alice, namespace=["mem", "alice"], key="tea", value={"text": "alice likes green tea"})
+    store_item_put(actor=alice, namespace=["mem", "alice"], key="tea2", value={"text": "tea tea tea tea green"})
+    store_item_put(actor=alice, namespace=["mem", "alice"], key="car", value={"text": "drives a blue car"})
+    return "c1"
+
+
+URL = "/api/v1/threads/c1/context-preview"
+
+
+@pytest.mark.django_db
+def test_the_api_shows_the_messages_with_memory_from_the_store(alice_api, thread):
+    body = alice_api.post(URL, {"budget": 1000, "namespace": ["mem"], "query": "green tea", "min_score": 0}, format="json").json()
+    assert body["messages"][0]["source"] == "memory"
+    assert "alice likes green tea" in body["messages"][0]["content"] and "blue car" not in body["messages"][0]["content"]
+    assert [m["content"] for m in body["messages"][1:]] == [m["content"] for m in HISTORY]
+    assert all(m["tokens"] == cost(m["content"]) for m in body["messages"])
+
+
+@pytest.mark.django_db
+def test_the_api_filters_memories_by_min_score(alice_api, thread):
+    low = alice_api.post(URL, {"budget": 1000, "namespace": ["mem"], "query": "tea", "min_score": 0}, format="json").json()
+    scores = sorted(m["score"] for m in low["memories"])
+    assert low["memories_used"] == 2 and len(scores) == 2 and scores[0] < scores[1]
+    # A threshold between the two scores the store gave keeps the better match only.
+    threshold = (scores[0] + scores[1]) / 2
+    high = alice_api.post(URL, {"budget": 1000, "namespace": ["mem"], "query": "tea", "min_score": threshold}, format="json").json()
+    assert high["memories_used"] == 1 and high["memories_below_threshold"] == 1
+    assert "tea tea tea" in high["messages"][0]["content"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({}, "budget"),
+        ({"budget": 0}, "budget"),
+        ({"budget": "many"}, "budget"),
+        ({"budget": 100, "min_score": 2}, "min_score"),
+        ({"budget": 100, "namespace": 5}, "namespace"),
+        ({"budget": 100, "namespace": ["a.b"]}, "namespace"),
+        ({"budget": 100, "query": "tea"}, "namespace"),
+        ({"budget": 100, "namespace": ["mem"], "query": 5}, "query"),
+    ],
+)
+def test_the_api_rejects_bad_input_naming_the_field(alice_api, thread, body, field):
+    response = alice_api.post(URL, body, format="json")
+    assert response.status_code == 400 and field in response.json()["errors"]
+
+
+@pytest.mark.django_db
+def test_the_preview_of_another_members_thread_is_refused(bob_api, thread):
+    before = AuditEvent.objects.filter(action="access.denied").count()
+    assert bob_api.post(URL, {"budget": 100}, format="json").status_code == 403
+    assert AuditEvent.objects.filter(action="access.denied").count() == before + 1
+
+
+@pytest.mark.django_db
+def test_an_operator_may_preview(operator_api, thread):
+    assert operator_api.post(URL, {"budget": 100}, format="json").status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_page_shows_the_preview_escaped(client, alice, thread):
+    thread_save_agent_state(actor=alice, thread_id="c1", agent_code="bot", context=[*HISTORY, msg("user", "<script>x</script>")])
+    login_client(client, alice)
+    page = client.get("/threads/c1/context/", {"budget": 500, "namespace": "mem", "query": "tea", "min_score": "0"})
+    html = page.content.decode()
+    assert page.status_code == 200 and "alice likes green tea" in html
+    assert "&lt;script&gt;x&lt;/script&gt;" in html and "<script>x</script>" not in html
+    fragment = client.get("/threads/c1/context/", {"budget": 500}, HTTP_HX_REQUEST="true")
+    assert fragment.content.decode().lstrip().startswith('<section id="preview-result">')
+
+
+@pytest.mark.django_db
+def test_the_page_names_a_bad_field(client, alice, thread):
+    login_client(client, alice)
+    page = client.get("/threads/c1/context/", {"budget": "-3"})
+    assert page.status_code == 400 and "budget:" in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_page_of_another_members_thread_is_refused(client, bob, thread):
+    login_client(client, bob)
+    assert client.get("/threads/c1/context/", {"budget": 100}).status_code == 403
