@@ -110,8 +110,8 @@ def filter_validate(value: Any, *, field: str = "filter") -> tuple[Condition, ..
         raise _refuse(field, f"has {len(value)} fields; at most {MAX_FILTER_FIELDS}.")
     conditions: list[Condition] = []
     for name, spec in value.items():
-        if not isinstance(name, str) or not name or "\x00" in name or len(name) > MAX_FIELD_NAME:
-            raise _refuse(field, f"field names are 1 to {MAX_FIELD_NAME} characters without NUL.")
+        if not isinstance(name, str) or not text_storable(name) or len(name) > MAX_FIELD_NAME:
+            raise _refuse(field, f"field names are at most {MAX_FIELD_NAME} characters without NUL.")
         _check_json(spec, field=field, where=f"the condition on {name!r}")
         operators = isinstance(spec, dict) and any(k.startswith("$") for k in spec)
         if not operators:

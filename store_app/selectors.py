@@ -32,6 +32,8 @@ from .namespaces import (
 
 SEARCH_LIMIT_MAX = 1000
 NAMESPACES_LIMIT_MAX = 1000
+# Past this an offset is a mistake, and a larger one would overflow SQL's bigint.
+OFFSET_MAX = 1_000_000_000
 
 
 def int_param(value: Any, *, field: str, default: int, minimum: int = 0, maximum: int | None = None) -> int:
@@ -99,7 +101,7 @@ def store_search_validate(
         has_filter=bool(conditions),
         terms=query_terms(query),
         limit=int_param(limit, field="limit", default=10, minimum=0, maximum=SEARCH_LIMIT_MAX),
-        offset=int_param(offset, field="offset", default=0, minimum=0),
+        offset=int_param(offset, field="offset", default=0, minimum=0, maximum=OFFSET_MAX),
     )
 
 
@@ -171,7 +173,7 @@ def store_namespace_list(
     suffix = _namespace_pattern(suffix, "suffix")
     depth = None if max_depth is None else int_param(max_depth, field="max_depth", default=0, minimum=1, maximum=MAX_DEPTH)
     limit = int_param(limit, field="limit", default=100, minimum=0, maximum=NAMESPACES_LIMIT_MAX)
-    offset = int_param(offset, field="offset", default=0, minimum=0)
+    offset = int_param(offset, field="offset", default=0, minimum=0, maximum=OFFSET_MAX)
     if limit == 0:
         return []
     head = literal_head(prefix)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import JsonResponse
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
@@ -50,6 +51,25 @@ def _flag(value: Any, *, field: str, default: bool) -> bool:
     raise InvalidInput(f"{field} must be true or false.", fields={field: ["must be true or false."]})
 
 
+class DeleteWithBodySchema(AutoSchema):
+    """Documents the JSON body of DELETE /store/items (the LangGraph server's shape);
+    drf-spectacular documents bodies on PUT, PATCH and POST only."""
+
+    def _get_request_body(self, direction="request"):
+        if self.method != "DELETE":
+            return super()._get_request_body(direction)
+        self.method = "POST"
+        try:
+            return super()._get_request_body(direction)
+        finally:
+            self.method = "DELETE"
+
+
+def _delete_body_documented(view_method):
+    view_method.schema = DeleteWithBodySchema
+    return view_method
+
+
 def item_as_dict(item: StoreItem, *, with_score: bool = False) -> dict[str, Any]:
     body = {
         "namespace": list(item.namespace),
@@ -66,11 +86,16 @@ def item_as_dict(item: StoreItem, *, with_score: bool = False) -> dict[str, Any]
 class StoreItemsView(APIView):
     @extend_schema(
         parameters=[
-            OpenApiParameter("namespace", OpenApiTypes.STR, required=True, description="Labels joined with '.', e.g. users.u1.prefs"),
-            OpenApiParameter("key", OpenApiTypes.STR, required=True),
+            OpenApiParameter(
+                "namespace",
+                {"type": "string", "pattern": r"^([^.\x00]+(\.[^.\x00]+)*)?$"},
+                required=True,
+                description="Labels joined with '.', e.g. users.u1.prefs ('' is the empty namespace).",
+            ),
+            OpenApiParameter("key", {"type": "string", "minLength": 1}, required=True),
             OpenApiParameter("refresh_ttl", OpenApiTypes.BOOL, description="Reset the TTL of an item you own (default true)."),
         ],
-        responses={200: OpenApiResponse(s.StoreItemSerializer, description="The item, or null when there is none.")},
+        responses={200: OpenApiResponse(s.NULLABLE_ITEM_SCHEMA, description="The item, or null when there is none.")},
         summary="Get a store item",
     )
     def get(self, request: Request) -> Response | JsonResponse:
@@ -98,6 +123,7 @@ class StoreItemsView(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=s.StoreDeleteSerializer, responses={204: None}, summary="Delete a store item")
+    @_delete_body_documented
     def delete(self, request: Request) -> Response:
         data = _body(request)
         services.store_item_delete(

@@ -1,0 +1,59 @@
+"""Concurrent first writes of one key: one owner, no error other than the loser's 403."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+
+from memoryadmin.errors import Forbidden
+from store_app import services
+from store_app.models import StoreItem
+from tests.conftest import IS_POSTGRES
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.skipif(not IS_POSTGRES, reason="needs concurrent writers (PostgreSQL row locks)"),
+    pytest.mark.django_db(transaction=True),
+]
+
+
+def _race(writers):
+    barrier = threading.Barrier(len(writers))
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def write(user, value):
+        try:
+            barrier.wait()
+            services.store_item_put(actor=user, namespace=["race"], key="k", value=value)
+            result = "written"
+        except Forbidden:
+            result = "forbidden"
+        except Exception as exc:  # noqa: BLE001 - any other error is what the test looks for
+            result = f"error: {exc!r}"
+        finally:
+            connection.close()
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=write, args=writer) for writer in writers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return sorted(outcomes)
+
+
+def test_two_members_racing_for_a_new_key_leave_one_owner(alice, bob):
+    outcomes = _race([(alice, {"by": "alice"}), (bob, {"by": "bob"})])
+    assert outcomes == ["forbidden", "written"]
+    item = StoreItem.objects.select_related("owner").get()
+    assert item.value == {"by": item.owner.username}
+
+
+def test_one_owner_racing_upserts_of_one_key_all_succeed(alice):
+    outcomes = _race([(alice, {"n": n}) for n in range(6)])
+    assert outcomes == ["written"] * 6
+    assert StoreItem.objects.count() == 1
