@@ -6,17 +6,23 @@ holds the rules, selectors decide ownership.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import path
+from django.utils.html import escape
 from django.views.decorators.http import require_GET
 
 from memoryadmin.errors import InvalidInput
 from memoryadmin.integrations.context import DEFAULT_MIN_SCORE
 
 from . import selectors, turns
-from .models import Thread
+from .models import Thread, Turn
 
 
 @require_GET
@@ -48,6 +54,92 @@ def context_preview_page(request: HttpRequest, thread_id: str) -> HttpResponse:
     return render(request, template, context, status=status)
 
 
+def _seconds(name: str, default: float) -> float:
+    value = getattr(settings, name, default)
+    return float(value) if isinstance(value, (int, float)) and value >= 0 else default
+
+
+@require_GET
+@login_required
+def turns_panel(request: HttpRequest, thread_id: str) -> HttpResponse:
+    """The pending turn and the finished turns: the fragment the thread page polls every 2 s."""
+    context = turns.turn_context(actor=request.user, thread_id=thread_id)
+    return render(request, "sessions_app/_turns_panel.html", {"turn_context": context, "thread": context.thread})
+
+
+def _sse(event: str, data: str, event_id: int | None = None) -> str:
+    lines = [f"event: {event}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    # A data field cannot hold a newline: each line of the payload is a data line of its own.
+    lines.extend(f"data: {line}" for line in data.split("\n"))
+    return "\n".join(lines) + "\n\n"
+
+
+def turn_events(*, thread_pk: int, poll: float, heartbeat: float, max_seconds: float) -> Iterator[str]:
+    """Server-sent events for a thread's pending turn: its new chunks, heartbeats, then the end.
+
+    Polls the database (every server process sees the same turns), so it needs no
+    message broker. Chunks go out HTML-escaped: htmx swaps them into the page as
+    HTML, and agent text is untrusted. The stream ends when the turn it followed
+    is finished or discarded (`event: finished`), or after `max_seconds`
+    (`event: timeout`; the browser reconnects). When the client goes away the
+    server closes the generator (GeneratorExit) and the finally block gives the
+    database connection back.
+    """
+    start = last_beat = time.monotonic()
+    followed: int | None = None
+    after = -1
+    try:
+        yield "retry: 2000\n\n"
+        while True:
+            pending = (
+                Turn.objects.filter(thread_id=thread_pk, status=Turn.Status.PENDING).values_list("pk", flat=True).first()
+            )
+            if pending is None and followed is not None:
+                yield _sse("finished", "")
+                return
+            if pending is not None:
+                if pending != followed:
+                    followed, after = pending, -1
+                for index, text in turns.pending_chunks_after(turn_id=pending, after=after):
+                    after = index
+                    yield _sse("chunk", escape(text), index)
+            now = time.monotonic()
+            if now - start >= max_seconds:
+                yield _sse("timeout", "")
+                return
+            if now - last_beat >= heartbeat:
+                last_beat = now
+                yield ": heartbeat\n\n"
+            time.sleep(poll)
+    finally:
+        # Inside a transaction (tests) the connection belongs to the caller; else release it now,
+        # not at the next request: a stream can outlive many polls.
+        if not connection.in_atomic_block:
+            connection.close()
+
+
+@require_GET
+@login_required
+def turns_stream(request: HttpRequest, thread_id: str) -> StreamingHttpResponse:
+    """The event stream of the thread's pending turn; ownership is checked before the first byte."""
+    thread = selectors.thread_get_for_read(actor=request.user, thread_id=thread_id)
+    events = turn_events(
+        thread_pk=thread.pk,
+        poll=_seconds("MEMORYADMIN_TURN_SSE_POLL_SECONDS", 0.5),
+        heartbeat=_seconds("MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS", 15.0),
+        max_seconds=_seconds("MEMORYADMIN_TURN_SSE_MAX_SECONDS", 300.0),
+    )
+    response = StreamingHttpResponse(events, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    # nginx would otherwise buffer the stream and deliver it at the end.
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
 urlpatterns = [
     path("context/", context_preview_page, name="thread-context-preview"),
+    path("turns/", turns_panel, name="thread-turns-panel"),
+    path("turns/stream", turns_stream, name="thread-turns-stream"),
 ]
