@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 from django.db.models import QuerySet, TextField
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -89,22 +90,33 @@ def _transcript(thread: Thread, counts: dict[str, int]) -> Iterator[bytes]:
         f"- thread: `{thread.thread_id}`\n- owner: {owner}\n- agent: {thread.agent_code}\n"
         f"- created: {thread.created_at.isoformat()}\n- updated: {thread.updated_at.isoformat()}\n\n"
     ).encode()
-    rows = _blocks(thread).values_list("seq", "role", "content", "archived", "archived_by", "block_type", "message", "created_at")
-    for seq, role, content, archived, archived_by, block_type, message, created_at in rows.iterator(chunk_size=BLOCK_CHUNK):
+    # The message's name and tool calls are read as text in SQL: decoding each message's
+    # JSON in Python would cost more than the rest of the line.
+    rows = _blocks(thread).values_list(
+        "seq",
+        "role",
+        "content",
+        "archived",
+        "archived_by",
+        "block_type",
+        KeyTextTransform("name", "message"),
+        Cast(KeyTransform("tool_calls", "message"), output_field=TextField()),
+        "created_at",
+    )
+    for seq, role, content, archived, archived_by, block_type, name, calls, created_at in rows.iterator(chunk_size=BLOCK_CHUNK):
         counts["blocks"] += 1
         counts["archived_blocks" if archived else "active_blocks"] += 1
         marks = [role]
         if block_type != "message":
             marks.append(block_type)
-        if isinstance(message, dict) and isinstance(message.get("name"), str):
-            marks.append(message["name"])
+        if name:
+            marks.append(name)
         if archived:
             marks.append(f"archived by rewrite #{archived_by}")
         head = f"## #{seq} · {' · '.join(marks)} · {created_at.isoformat()}\n\n"
-        calls = message.get("tool_calls") if isinstance(message, dict) else None
         tail = ""
-        if isinstance(calls, list) and calls:
-            tail = "\n\n```json\n" + orjson.dumps(calls, option=orjson.OPT_INDENT_2).decode() + "\n```"
+        if calls and calls not in ("null", "[]"):
+            tail = "\n\n```json\n" + orjson.dumps(orjson.loads(calls), option=orjson.OPT_INDENT_2).decode() + "\n```"
         yield (head + (content or "") + tail + "\n\n").encode()
 
 

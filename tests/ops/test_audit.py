@@ -215,3 +215,28 @@ def test_the_json_export_is_one_valid_document(client, log, admin_user):
     assert [(r["actor"], r["target"]) for r in records] == [("bob", "store:x/k")]
     empty = client.get("/audit/export?format=json&actor=nobody")
     assert json.loads(b"".join(empty.streaming_content)) == []
+
+
+def test_a_role_change_in_the_django_admin_is_an_event(client, alice):
+    from django.contrib.auth.models import Group
+
+    root = get_user_model().objects.create_superuser("root", password="pw-for-tests-1")
+    client.force_login(root)
+    operator_group = Group.objects.get(name="operator")
+    data = {
+        "username": "alice",
+        "is_active": "on",
+        "groups": [operator_group.pk],
+        "date_joined_0": "2026-01-01",
+        "date_joined_1": "00:00:00",
+        "initial-date_joined_0": "2026-01-01",
+        "initial-date_joined_1": "00:00:00",
+    }
+    response = client.post(f"/django-admin/auth/user/{alice.pk}/change/", data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    event = events("user.role_set").get()
+    assert (event.actor_name, event.target) == ("root", "user:alice")
+    assert event.detail == {"before": "member", "after": "operator", "via": "django-admin"}
+    # Saving again without a change of role records nothing.
+    client.post(f"/django-admin/auth/user/{alice.pk}/change/", data)
+    assert events("user.role_set").count() == 1

@@ -140,17 +140,15 @@ def test_job_pages_and_steps_are_for_admins(client, threads, admin_user, operato
     assert job.processed == 0 and job.status == "pending"
 
 
-def test_a_job_fails_when_its_admin_loses_the_role(threads, admin_user, alice):
-    other_admin = admin_user
+def test_a_job_fails_when_its_admin_loses_the_role(threads, admin_user):
     job = bulk.bulk_start(actor=admin_user, action="purge", selection=bulk.Selection(ids=("kyoto-0",)))
     roles.role_set(admin_user, "member")
-    admin_user.refresh_from_db()
-    keeper = type(admin_user).objects.create_superuser("root", password="x")
+    other_admin = type(admin_user).objects.create_superuser("root", password="pw-for-tests-1")
     with pytest.raises(Forbidden):
-        bulk.bulk_step(actor=keeper, job_id=job.pk)
+        bulk.bulk_step(actor=other_admin, job_id=job.pk)
     job.refresh_from_db()
-    assert job.status == "failed" and "no longer" in job.error and Thread.objects.filter(thread_id="kyoto-0").exists()
-    assert other_admin is admin_user
+    assert job.status == "failed" and "no longer" in job.error
+    assert Thread.objects.filter(thread_id="kyoto-0").exists()
 
 
 def test_bad_selections_are_a_400(client, threads, admin_user):

@@ -12,7 +12,7 @@ from django.utils import timezone
 from memoryadmin.errors import Forbidden, InvalidInput
 from memoryadmin.models import AuditEvent
 from sessions_app import retention
-from sessions_app.models import Block, Checkpoint, CheckpointWrite, RetentionPolicy, RetentionRun, Thread
+from sessions_app.models import Block, Checkpoint, CheckpointWrite, RetentionPolicy, Thread
 from store_app.models import StoreItem
 
 from .helpers import (
