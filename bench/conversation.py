@@ -1,12 +1,12 @@
 """Benchmark: saving one new turn to a long conversation, and loading it back.
 
-    make bench-conversation            # or: .venv/bin/python bench/conversation.py [--sizes 10,100,1000,10000]
+    .venv/bin/python bench/conversation.py [--sizes 10,100,1000,10000] [--write]
 
 Creates a fresh PostgreSQL database (memoryadmin_bench by default), migrates it, and
 for threads that already hold N messages measures, side by side in one run:
 
 - memoryadmin's service (`thread_save_agent_state`), in process;
-- memoryadmin over HTTP (a gunicorn worker on 127.0.0.1, httpx keep-alive client);
+- memoryadmin over HTTP (gunicorn.conf.py with one worker on 127.0.0.1, httpx keep-alive client);
 - LangGraph's PostgresSaver on the same database, putting a checkpoint whose
   `messages` channel holds the conversation (what a LangGraph agent writes each step);
 - raw psycopg: the statements our save needs, with no framework, as the floor.
@@ -85,12 +85,14 @@ def free_port() -> int:
 
 
 def start_server(url: str, port: int) -> subprocess.Popen:
-    env = {**os.environ, "DATABASE_URL": url, "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "DJANGO_DEBUG": "0"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "memoryadmin.wsgi:application", "-b", f"127.0.0.1:{port}",
-         "-w", "1", "--log-level", "warning"],
-        cwd=ROOT, env=env,
-    )
+    # The production configuration (gunicorn.conf.py) with one worker, and no access log.
+    env = {
+        **os.environ, "DATABASE_URL": url, "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "DJANGO_DEBUG": "0",
+        "GUNICORN_BIND": f"127.0.0.1:{port}", "GUNICORN_WORKERS": "1", "GUNICORN_ACCESS_LOG": "",
+        "GUNICORN_LOG_LEVEL": "warning", "MEMORYADMIN_THROTTLE_RATE": "1000000/min",
+    }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py"], cwd=ROOT, env=env)
     import httpx
 
     for _ in range(100):
