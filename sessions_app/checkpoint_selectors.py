@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import re
+
+import orjson
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +27,7 @@ from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Coalesce
 
 from memoryadmin.errors import InvalidInput, NotFound
+from memoryadmin.jsoncheck import json_storage_problem
 
 from .messages import ROLE_ALIASES, content_text
 from .models import Checkpoint, CheckpointWrite, Thread
@@ -76,7 +79,8 @@ def checkpoint_ns_validate(value: Any, field_name: str = "checkpoint_ns") -> str
 
 
 def parse_limit(value: Any, *, default: int = LIST_LIMIT_DEFAULT, maximum: int = LIST_LIMIT_MAX, field_name: str = "limit") -> int:
-    if value is None or value == "":
+    """An integer from 1 to `maximum`; `default` when absent (None). Anything else is a 400."""
+    if value is None:
         return default
     try:
         number = int(value)
@@ -89,16 +93,39 @@ def parse_limit(value: Any, *, default: int = LIST_LIMIT_DEFAULT, maximum: int =
 
 
 def parse_json_object(value: Any, field_name: str) -> dict[str, Any]:
-    """A JSON object given as a query-string value or already parsed; {} when absent."""
-    if value is None or value == "":
+    """A JSON object given as a query-string value or already parsed; {} when absent (None)."""
+    if value is None:
         return {}
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except ValueError:
+            # orjson, as the API's parser: no NaN, no infinity, no lone surrogate.
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
             raise InvalidInput(f"{field_name} is not valid JSON.", fields={field_name: ["is not valid JSON."]}) from None
     if not isinstance(value, dict):
         raise InvalidInput(f"{field_name} must be a JSON object.", fields={field_name: ["must be a JSON object."]})
+    problem = json_storage_problem(value)
+    if problem:
+        raise InvalidInput(f"{field_name} {problem}.", fields={field_name: [f"{problem}."]})
+    return value
+
+
+def parse_choice(value: Any, field_name: str, choices, default: str) -> str:
+    """One of `choices`; `default` when absent (None)."""
+    if value is None:
+        return default
+    if not isinstance(value, str) or value not in choices:
+        message = f"must be one of {', '.join(sorted(choices))}."
+        raise InvalidInput(f"{field_name} {message}", fields={field_name: [message]})
+    return value
+
+
+def parse_offset(value: Any, maximum: int = 1_000_000) -> int:
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= maximum:
+        message = f"must be an integer from 0 to {maximum}."
+        raise InvalidInput(f"offset {message}", fields={"offset": [message]})
     return value
 
 
@@ -335,11 +362,16 @@ def _scalar_paths(pattern: dict[str, Any], prefix: tuple[str, ...] = ()):
     rows, never find ones SQL left out).
     """
     for key, item in pattern.items():
+        if not SAFE_JSON_KEY.match(key):
+            continue  # not worth quoting into a JSON path: left to the exact check
         path = (*prefix, key)
         if isinstance(item, dict):
             yield from _scalar_paths(item, path)
-        elif isinstance(item, str | int | float) and not isinstance(item, bool):
+        elif isinstance(item, str) or (isinstance(item, int | float) and not isinstance(item, bool) and abs(item) < 2**63):
             yield path, item
+
+
+SAFE_JSON_KEY = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 
 
 def json_filter(qs: QuerySet, field_name: str, pattern: dict[str, Any]) -> tuple[QuerySet, bool]:

@@ -31,6 +31,7 @@ from django.utils import timezone
 from memoryadmin import roles
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Conflict, Forbidden, InvalidInput, NotFound
+from memoryadmin.jsoncheck import text_storable
 
 from .checkpoint_selectors import (
     WRITES_IDX_MAP,
@@ -60,16 +61,16 @@ PruneStrategy = Literal["keep_latest", "delete"]
 
 
 def _find_nul(value: Any, path: str) -> str | None:
-    """The path of the first string holding U+0000, which PostgreSQL's JSONB cannot store."""
+    """The path of the first string PostgreSQL cannot store (U+0000, a lone surrogate), if any."""
     stack = [(value, path)]
     while stack:
         item, where = stack.pop()
         if isinstance(item, str):
-            if "\x00" in item:
+            if not text_storable(item):
                 return where
         elif isinstance(item, dict):
             for key, inner in item.items():
-                if "\x00" in key:
+                if not text_storable(key):
                     return where
                 stack.append((inner, f"{where}.{key}"))
         elif isinstance(item, list):
@@ -81,8 +82,8 @@ def _json_value(value: Any, field_name: str) -> Any:
     bad = _find_nul(value, field_name)
     if bad is not None:
         raise InvalidInput(
-            f"{bad} holds a NUL character (U+0000), which cannot be stored; send it as a blob.",
-            fields={field_name: [f"{bad} holds a NUL character (U+0000)."]},
+            f"{bad} holds a NUL character or a lone surrogate, which cannot be stored; send it as a blob.",
+            fields={field_name: [f"{bad} holds a NUL character or a lone surrogate."]},
         )
     return value
 
@@ -101,7 +102,7 @@ def _short_text(value: Any, field_name: str, maximum: int, *, required: bool = F
         if required:
             raise InvalidInput(f"{field_name} is required.", fields={field_name: ["is required."]})
         return ""
-    if not isinstance(value, str) or len(value) > maximum or "\x00" in value:
+    if not isinstance(value, str) or len(value) > maximum or not text_storable(value):
         message = f"must be a string of at most {maximum} characters."
         raise InvalidInput(f"{field_name} {message}", fields={field_name: [message]})
     return value
@@ -128,8 +129,7 @@ def checkpoint_input(
 ) -> CheckpointInput:
     """Validate the body of a checkpoint put; every error names its field."""
     body = _json_object(checkpoint, "checkpoint", required=True)
-    values = body.get("channel_values")
-    if values is not None and not isinstance(values, dict):
+    if "channel_values" in body and not isinstance(body["channel_values"], dict):
         raise InvalidInput(
             "checkpoint.channel_values must be a JSON object.",
             fields={"checkpoint.channel_values": ["must be a JSON object."]},
@@ -263,7 +263,7 @@ def checkpoint_put(*, actor, thread_id: str, data: CheckpointInput, checkpoint_i
     The thread is created for the caller on its first checkpoint; another
     user's thread is a 403 with nothing written.
     """
-    if checkpoint_id in (None, ""):
+    if checkpoint_id is None:
         checkpoint_id = str(uuid.uuid4())
     else:
         checkpoint_id_validate(checkpoint_id)
@@ -456,6 +456,8 @@ def checkpoint_prune(*, actor, thread_ids: Iterable[str], strategy: Any = "keep_
     the actor may not delete (another member's, or any for an operator) is a 403
     and nothing is pruned. The latest checkpoint keeps its pending writes.
     """
+    if strategy is None:
+        strategy = "keep_latest"
     if strategy not in ("keep_latest", "delete"):
         raise InvalidInput(
             "strategy must be keep_latest or delete.", fields={"strategy": ["must be keep_latest or delete."]}
@@ -540,7 +542,7 @@ def checkpoint_copy_thread(*, actor, source_thread_id: str, target_thread_id: An
     times are kept. The new thread takes the source's metadata.
     """
     source = thread_get_for_read(actor=actor, thread_id=source_thread_id)
-    target_id = str(uuid.uuid4()) if target_thread_id in (None, "") else target_thread_id
+    target_id = str(uuid.uuid4()) if target_thread_id is None else target_thread_id
     if target_id == source.thread_id:
         raise InvalidInput("thread_id must differ from the source thread.", fields={"thread_id": ["must differ from the source."]})
     target, created = _thread_for_write(actor=actor, thread_id=target_id, action="checkpoint.copy", create=True)
@@ -595,12 +597,12 @@ def thread_create(*, actor, thread_id: Any = None, metadata: Any = None, if_exis
     `if_exists` "raise" (the default) answers 409 when the id is taken;
     "do_nothing" returns the existing thread when the actor may read it (403 otherwise).
     """
-    if if_exists in (None, ""):
+    if if_exists is None:
         if_exists = "raise"
     if if_exists not in ("raise", "do_nothing"):
         raise InvalidInput("if_exists must be raise or do_nothing.", fields={"if_exists": ["must be raise or do_nothing."]})
     metadata = _json_object(metadata, "metadata")
-    thread_id = str(uuid.uuid4()) if thread_id in (None, "") else thread_id
+    thread_id = str(uuid.uuid4()) if thread_id is None else thread_id
     thread_id_validate(thread_id)
     _ensure_may_write(actor, thread_id, "thread.create")
     if Thread.objects.filter(thread_id=thread_id).exists():

@@ -174,7 +174,12 @@ class ValueCodec:
     def _json(self, value: Any) -> Any:
         """`value` as JSON that reads back equal, or _NotJson. Exact types only (no subclasses)."""
         kind = type(value)
-        if value is None or kind is bool or kind is int:
+        if value is None or kind is bool:
+            return value
+        if kind is int:
+            # The server reads JSON numbers as 64-bit integers; a larger one would come back a float.
+            if not -(2**63) <= value < 2**64:
+                raise _NotJson
             return value
         if kind is str:
             if "\x00" in value:  # PostgreSQL's JSONB cannot hold U+0000

@@ -5,20 +5,51 @@ The rules and the field checks live in `checkpoint_services`; these only describ
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 
-class CheckpointPutSerializer(serializers.Serializer):
-    checkpoint = serializers.DictField(
-        help_text="The snapshot. LangGraph's shape: {v, id, ts, channel_values, channel_versions, versions_seen, "
-        "updated_channels}; channel values are JSON or typed blobs {\"$blob\": {\"type\", \"base64\"}}."
-    )
-    metadata = serializers.DictField(required=False)
-    checkpoint_id = serializers.CharField(required=False, help_text="Made by the server when absent.")
-    parent_checkpoint_id = serializers.CharField(required=False, allow_null=True)
-    checkpoint_ns = serializers.CharField(required=False, allow_blank=True, default="")
-    node_id = serializers.CharField(required=False, allow_blank=True)
-    next_node_id = serializers.CharField(required=False, allow_blank=True)
+CHECKPOINT_ID_PATTERN = r"^(?!latest$)[A-Za-z0-9_.:@$+=~-]{1,128}$"
+# A checkpoint id, or "" for none.
+PARENT_ID_PATTERN = r"^((?!latest$)[A-Za-z0-9_.:@$+=~-]{1,128})?$"
+NS_PATTERN = r"^[^\u0000-\u001f]*$"
+THREAD_ID_PATTERN = r"^[A-Za-z0-9_.:@$-]{1,64}$"
+
+
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class JsonObjectField(serializers.JSONField):
+    """Any JSON object (not an array, not a scalar)."""
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": True,
+        "properties": {"channel_values": {"type": "object", "additionalProperties": True}},
+        "description": "The snapshot. LangGraph's shape: {v, id, ts, channel_values, channel_versions, versions_seen, "
+        "updated_channels}; channel values are JSON, LangChain/LangGraph envelopes ({lc, type, id, kwargs}) "
+        "or typed blobs {\"$blob\": {\"type\", \"base64\"}} (docs/checkpoints.md).",
+    }
+)
+class CheckpointBodyField(serializers.JSONField):
+    pass
+
+
+def namespace_field(**kwargs):
+    return serializers.RegexField(NS_PATTERN, max_length=512, allow_blank=True, **kwargs)
+
+
+class CheckpointReplaceSerializer(serializers.Serializer):
+    checkpoint = CheckpointBodyField()
+    metadata = JsonObjectField(required=False, allow_null=True)
+    parent_checkpoint_id = serializers.RegexField(PARENT_ID_PATTERN, required=False, allow_null=True, allow_blank=True)
+    checkpoint_ns = namespace_field(required=False, allow_null=True)
+    node_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=255, help_text="derived from a LangGraph checkpoint when absent")
+    next_node_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=255, help_text="derived from a LangGraph checkpoint when absent")
+
+
+class CheckpointPutSerializer(CheckpointReplaceSerializer):
+    checkpoint_id = serializers.RegexField(CHECKPOINT_ID_PATTERN, required=False, allow_null=True, help_text="Made by the server when absent or null.")
 
 
 class CheckpointRefSerializer(serializers.Serializer):
@@ -32,7 +63,7 @@ class PendingWriteSerializer(serializers.Serializer):
     task_path = serializers.CharField(allow_blank=True)
     idx = serializers.IntegerField()
     channel = serializers.CharField()
-    value = serializers.JSONField()
+    value = serializers.JSONField(allow_null=True)
 
 
 class CheckpointSerializer(serializers.Serializer):
@@ -57,15 +88,15 @@ class CheckpointListSerializer(serializers.Serializer):
 
 
 class WriteItemSerializer(serializers.Serializer):
-    channel = serializers.CharField()
-    value = serializers.JSONField()
+    channel = serializers.CharField(max_length=255)
+    value = serializers.JSONField(allow_null=True)
 
 
 class WritesPostSerializer(serializers.Serializer):
-    task_id = serializers.CharField()
-    task_path = serializers.CharField(required=False, allow_blank=True)
-    checkpoint_ns = serializers.CharField(required=False, allow_blank=True)
-    writes = WriteItemSerializer(many=True)
+    task_id = serializers.CharField(max_length=255)
+    task_path = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=1024)
+    checkpoint_ns = namespace_field(required=False, allow_null=True)
+    writes = serializers.ListField(child=WriteItemSerializer(), max_length=10_000)
 
 
 class ReleaseSerializer(serializers.Serializer):
@@ -78,8 +109,8 @@ class DeletedSerializer(serializers.Serializer):
 
 
 class PruneRequestSerializer(serializers.Serializer):
-    thread_ids = serializers.ListField(child=serializers.CharField())
-    strategy = serializers.ChoiceField(choices=["keep_latest", "delete"], default="keep_latest")
+    thread_ids = serializers.ListField(child=serializers.RegexField(THREAD_ID_PATTERN), max_length=1000)
+    strategy = serializers.ChoiceField(choices=["keep_latest", "delete"], required=False, allow_null=True, help_text="keep_latest when absent")
 
 
 class PruneResultSerializer(serializers.Serializer):
@@ -88,11 +119,11 @@ class PruneResultSerializer(serializers.Serializer):
 
 
 class DeleteForRunsSerializer(serializers.Serializer):
-    run_ids = serializers.ListField(child=serializers.CharField())
+    run_ids = serializers.ListField(child=serializers.CharField(min_length=1, max_length=128), max_length=1000)
 
 
 class CopyRequestSerializer(serializers.Serializer):
-    thread_id = serializers.CharField(required=False, help_text="The new thread's id; a uuid when absent.")
+    thread_id = serializers.RegexField(THREAD_ID_PATTERN, required=False, allow_null=True, help_text="The new thread's id; a uuid when absent.")
 
 
 # --- LangGraph's thread shapes ------------------------------------------------------------------
@@ -115,23 +146,23 @@ class LangGraphThreadSerializer(serializers.Serializer):
 
 
 class ThreadCreateSerializer(serializers.Serializer):
-    thread_id = serializers.CharField(required=False, help_text="A uuid is made when absent.")
-    metadata = serializers.DictField(required=False)
-    if_exists = serializers.ChoiceField(choices=["raise", "do_nothing"], required=False)
+    thread_id = serializers.RegexField(THREAD_ID_PATTERN, required=False, allow_null=True, help_text="A uuid is made when absent.")
+    metadata = JsonObjectField(required=False, allow_null=True)
+    if_exists = serializers.ChoiceField(choices=["raise", "do_nothing"], required=False, allow_null=True, help_text="raise when absent")
 
 
 class ThreadPatchSerializer(serializers.Serializer):
-    metadata = serializers.DictField(help_text="Keys merged into the thread's metadata.")
+    metadata = JsonObjectField(help_text="Keys merged into the thread's metadata.")
 
 
 class ThreadSearchSerializer(serializers.Serializer):
-    metadata = serializers.DictField(required=False, help_text="Threads whose metadata contains this object.")
-    ids = serializers.ListField(child=serializers.CharField(), required=False)
-    status = serializers.ChoiceField(choices=["idle", "busy", "interrupted", "error"], required=False)
-    limit = serializers.IntegerField(required=False, default=10, min_value=1, max_value=1000)
-    offset = serializers.IntegerField(required=False, default=0, min_value=0)
-    sort_by = serializers.ChoiceField(choices=["thread_id", "status", "created_at", "updated_at"], required=False)
-    sort_order = serializers.ChoiceField(choices=["asc", "desc"], required=False)
+    metadata = JsonObjectField(required=False, allow_null=True, help_text="Threads whose metadata contains this object.")
+    ids = serializers.ListField(child=serializers.RegexField(THREAD_ID_PATTERN), required=False, allow_null=True, max_length=1000)
+    status = serializers.ChoiceField(choices=["idle", "busy", "interrupted", "error"], required=False, allow_null=True)
+    limit = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=1000, help_text="10 when absent")
+    offset = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=1_000_000)
+    sort_by = serializers.ChoiceField(choices=["thread_id", "status", "created_at", "updated_at"], required=False, allow_null=True)
+    sort_order = serializers.ChoiceField(choices=["asc", "desc"], required=False, allow_null=True)
 
 
 class CheckpointConfigSerializer(serializers.Serializer):
@@ -168,12 +199,35 @@ class ThreadStateSerializer(serializers.Serializer):
     interrupts = InterruptSerializer(many=True)
 
 
+class CheckpointRefInSerializer(serializers.Serializer):
+    checkpoint_id = serializers.RegexField(CHECKPOINT_ID_PATTERN, required=False, allow_null=True)
+    checkpoint_ns = namespace_field(required=False, allow_null=True)
+
+
 class StateAtCheckpointSerializer(serializers.Serializer):
-    checkpoint = serializers.DictField(help_text="{checkpoint_id, checkpoint_ns}")
+    checkpoint = CheckpointRefInSerializer(help_text="{checkpoint_id, checkpoint_ns}; the latest when no id")
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "pattern": PARENT_ID_PATTERN},
+            {"type": "object", "properties": {"checkpoint_id": {"type": "string", "pattern": PARENT_ID_PATTERN, "nullable": True}}},
+        ],
+        "nullable": True,
+        "description": "A checkpoint id, or a checkpoint config {checkpoint_id}: only older states.",
+    }
+)
+class BeforeField(serializers.JSONField):
+    pass
+
+
+class HistoryNamespaceSerializer(serializers.Serializer):
+    checkpoint_ns = namespace_field(required=False, allow_null=True)
 
 
 class HistoryRequestSerializer(serializers.Serializer):
-    limit = serializers.IntegerField(required=False, default=10, min_value=1, max_value=1000)
-    before = serializers.JSONField(required=False, help_text="A checkpoint id, or a checkpoint config {checkpoint_id}.")
-    metadata = serializers.DictField(required=False)
-    checkpoint = serializers.DictField(required=False, help_text="{checkpoint_ns}: the namespace to read (root by default).")
+    limit = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=1000, help_text="10 when absent")
+    before = BeforeField(required=False)
+    metadata = JsonObjectField(required=False, allow_null=True)
+    checkpoint = HistoryNamespaceSerializer(required=False, allow_null=True, help_text="{checkpoint_ns}: the namespace to read (root by default).")

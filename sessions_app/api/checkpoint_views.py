@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -21,9 +21,26 @@ from .. import checkpoint_services as svc
 from . import checkpoint_serializers as s
 from .views import THREAD_ID, _body
 
-CHECKPOINT_ID = OpenApiParameter("checkpoint_id", OpenApiTypes.STR, OpenApiParameter.PATH)
-NS_QUERY = OpenApiParameter("checkpoint_ns", str, description='namespace; "" (root) when absent')
-NS_QUERY_LIST = OpenApiParameter("checkpoint_ns", str, description="namespace; every namespace when absent")
+NS_SCHEMA = {"type": "string", "maxLength": cs.CHECKPOINT_NS_MAX, "pattern": s.NS_PATTERN}
+CHECKPOINT_ID = OpenApiParameter(
+    "checkpoint_id", {"type": "string", "pattern": s.CHECKPOINT_ID_PATTERN}, OpenApiParameter.PATH, description="1..128 of [A-Za-z0-9_.:@$+=~-]"
+)
+NS_QUERY = OpenApiParameter("checkpoint_ns", NS_SCHEMA, description='namespace; "" (root) when absent')
+NS_QUERY_LIST = OpenApiParameter("checkpoint_ns", NS_SCHEMA, description="namespace; every namespace when absent")
+
+
+class JsonQueryAutoSchema(AutoSchema):
+    """Documents the `metadata` query parameter as what it is: a JSON object (OpenAPI `content`)."""
+
+    json_query_parameters = ("metadata",)
+
+    def get_operation(self, *args, **kwargs):
+        operation = super().get_operation(*args, **kwargs)
+        for parameter in (operation or {}).get("parameters", []):
+            if parameter.get("in") == "query" and parameter.get("name") in self.json_query_parameters:
+                parameter.pop("schema", None)
+                parameter["content"] = {"application/json": {"schema": {"type": "object", "additionalProperties": True}}}
+        return operation
 
 
 def _optional_body(request: Request) -> dict[str, Any]:
@@ -51,13 +68,19 @@ def _put_input(data: dict[str, Any]) -> svc.CheckpointInput:
 
 
 class CheckpointListView(APIView):
+    schema = JsonQueryAutoSchema()
+
     @extend_schema(
         parameters=[
             THREAD_ID,
             NS_QUERY_LIST,
-            OpenApiParameter("limit", int, description=f"1..{cs.LIST_LIMIT_MAX}, default {cs.LIST_LIMIT_DEFAULT}"),
-            OpenApiParameter("before", str, description="a checkpoint id: list only older checkpoints"),
-            OpenApiParameter("metadata", str, description="a JSON object the metadata must contain"),
+            OpenApiParameter(
+                "limit", {"type": "integer", "minimum": 1, "maximum": cs.LIST_LIMIT_MAX}, description=f"default {cs.LIST_LIMIT_DEFAULT}"
+            ),
+            OpenApiParameter(
+                "before", {"type": "string", "pattern": s.PARENT_ID_PATTERN}, description="a checkpoint id: list only older checkpoints"
+            ),
+            OpenApiParameter("metadata", dict, description="a JSON object the metadata must contain"),
         ],
         responses=s.CheckpointListSerializer,
         operation_id="threads_checkpoints_list",
@@ -135,9 +158,10 @@ class CheckpointDetailView(APIView):
 
     @extend_schema(
         parameters=[THREAD_ID, CHECKPOINT_ID],
-        request=s.CheckpointPutSerializer,
+        request=s.CheckpointReplaceSerializer,
         responses=s.CheckpointRefSerializer,
         summary="Replace a checkpoint in place (404 if the id does not exist)",
+        description="A `checkpoint_id` in the body, if any, must be the one in the path.",
     )
     def put(self, request: Request, thread_id: str, checkpoint_id: str) -> Response:
         data = _body(request)
@@ -207,7 +231,7 @@ class CheckpointPruneView(APIView):
         result = svc.checkpoint_prune(
             actor=request.user,
             thread_ids=svc.thread_ids_input(data.get("thread_ids")),
-            strategy=data.get("strategy") or "keep_latest",
+            strategy=data.get("strategy"),
             request=request,
         )
         return Response(result)
@@ -238,36 +262,22 @@ class ThreadSearchView(APIView):
         data = _optional_body(request)
         _refuse_unsupported(data, ("values", "select", "extract"))
         ids = data.get("ids")
-        if ids is not None:
-            ids = svc.thread_ids_input(ids, "ids")
-        status_ = data.get("status")
-        if status_ not in (None, *cs.THREAD_STATUSES):
-            raise InvalidInput("status must be idle, busy, interrupted or error.", fields={"status": ["unknown status."]})
-        sort_by = data.get("sort_by") or "created_at"
-        if sort_by not in cs.SEARCH_SORT_FIELDS:
-            raise InvalidInput("sort_by is not a sortable field.", fields={"sort_by": [f"one of {sorted(cs.SEARCH_SORT_FIELDS)}."]})
-        sort_order = data.get("sort_order") or "desc"
-        if sort_order not in ("asc", "desc"):
-            raise InvalidInput("sort_order must be asc or desc.", fields={"sort_order": ["must be asc or desc."]})
-        offset = data.get("offset", 0)
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise InvalidInput("offset must be a non-negative integer.", fields={"offset": ["must be a non-negative integer."]})
         threads = cs.thread_search(
             actor=request.user,
             metadata=cs.parse_json_object(data.get("metadata"), "metadata"),
-            ids=ids,
-            status=status_,
+            ids=None if ids is None else svc.thread_ids_input(ids, "ids"),
+            status=None if data.get("status") is None else cs.parse_choice(data["status"], "status", cs.THREAD_STATUSES, ""),
             limit=cs.parse_limit(data.get("limit"), default=10),
-            offset=offset,
-            sort_by=sort_by,
-            sort_order=sort_order,
+            offset=cs.parse_offset(data.get("offset")),
+            sort_by=cs.parse_choice(data.get("sort_by"), "sort_by", cs.SEARCH_SORT_FIELDS, "created_at"),
+            sort_order=cs.parse_choice(data.get("sort_order"), "sort_order", ("asc", "desc"), "desc"),
         )
         return Response(threads)
 
 
 class ThreadStateView(APIView):
     @extend_schema(
-        parameters=[THREAD_ID, NS_QUERY, OpenApiParameter("subgraphs", bool, description="accepted; subgraph states are not nested")],
+        parameters=[THREAD_ID, NS_QUERY],
         responses=s.ThreadStateSerializer,
         operation_id="threads_state_retrieve",
         summary="A thread's current state (LangGraph's GET /threads/{id}/state)",
@@ -325,7 +335,9 @@ class ThreadStateCheckpointView(APIView):
     )
     def post(self, request: Request, thread_id: str) -> Response:
         data = _body(request)
-        config = cs.parse_json_object(data.get("checkpoint"), "checkpoint")
+        if not isinstance(data.get("checkpoint"), dict):
+            raise InvalidInput("checkpoint must be an object {checkpoint_id, checkpoint_ns}.", fields={"checkpoint": ["must be an object."]})
+        config = data["checkpoint"]
         checkpoint_id = config.get("checkpoint_id")
         return Response(
             cs.thread_state(
@@ -349,7 +361,7 @@ class ThreadHistoryView(APIView):
         _refuse_unsupported(data, ("select",))
         before = data.get("before")
         if isinstance(before, dict):
-            before = before.get("checkpoint_id") or (before.get("configurable") or {}).get("checkpoint_id")
+            before = before.get("checkpoint_id")
         if before is not None and not isinstance(before, str):
             raise InvalidInput("before must be a checkpoint id or a checkpoint config.", fields={"before": ["must be a checkpoint id."]})
         config = cs.parse_json_object(data.get("checkpoint"), "checkpoint")

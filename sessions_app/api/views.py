@@ -160,8 +160,9 @@ class ThreadDetailView(APIView):
         data = _body(request)
         if data.get("ttl") not in (None, {}):
             raise InvalidInput("ttl is not supported by memoryadmin.", fields={"ttl": ["is not supported."]})
+        # PATCH: metadata may be left out (nothing to merge); given, it must be an object.
         thread = checkpoint_services.thread_update_metadata(
-            actor=request.user, thread_id=thread_id, metadata=data.get("metadata")
+            actor=request.user, thread_id=thread_id, metadata=data["metadata"] if "metadata" in data else {}
         )
         if "return=minimal" in request.headers.get("Prefer", ""):
             return Response(status=status.HTTP_204_NO_CONTENT)

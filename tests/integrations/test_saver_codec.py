@@ -42,7 +42,7 @@ def is_blob(value) -> bool:
 
 @pytest.mark.parametrize(
     "value",
-    [None, True, 0, -7, 2**70, 1.5, "text", "", [], {}, [1, "a", None, {"k": [True, 2.5]}], {"nested": {"deep": ["x"]}}],
+    [None, True, 0, -7, 2**64 - 1, -(2**63), 1.5, "text", "", [], {}, [1, "a", None, {"k": [True, 2.5]}], {"nested": {"deep": ["x"]}}],
 )
 def test_plain_json_is_sent_as_itself(value):
     assert wire(value) == value

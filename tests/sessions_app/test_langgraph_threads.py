@@ -14,9 +14,10 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, PermissionDeniedError
 
 from memoryadmin.apikeys import apikey_create
-from memoryadmin.integrations.langgraph_saver import MemoryAdminSaver
 from sessions_app import checkpoint_services as svc
 from sessions_app.models import Thread
+
+from ..integrations.test_saver_graph import live_saver
 
 
 class State(TypedDict, total=False):
@@ -47,7 +48,7 @@ def graph_with(saver):
 def sdk(live_server, alice):
     key = apikey_create(owner=alice).plaintext
     client = get_sync_client(url=f"{live_server.url}/api/v1", api_key=key)
-    saver = MemoryAdminSaver(live_server.url, key)
+    saver = live_saver(live_server.url, key)
     yield client, saver
     client.http.client.close()
     saver.close()
