@@ -152,6 +152,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     )
+    # Tests use a file too, not Django's shared in-memory database: live-server tests
+    # write from several threads, and only a file gives them the same locking (and the
+    # same busy timeout) as production.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / f"test-{os.getpid()}.sqlite3")}
     (BASE_DIR / "var").mkdir(exist_ok=True)
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Connections (docs/scaling.md "Connections"): by default each worker thread keeps

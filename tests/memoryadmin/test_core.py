@@ -64,8 +64,10 @@ def test_apikey_command_refuses_unknown_users_without_create_user():
         call_command("apikey", "create", "--user", "ghost", stdout=StringIO())
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_demo_data_loads_through_the_services(client):
+    # Committed transactions: the checkpoint demo runs a LangGraph graph whose
+    # worker threads call the API on connections of their own.
     out = StringIO()
     call_command("demo_data", stdout=out)
     from sessions_app.models import Thread
