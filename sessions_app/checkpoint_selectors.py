@@ -395,9 +395,10 @@ def json_filter(qs: QuerySet, field_name: str, pattern: dict[str, Any]) -> tuple
     return qs, True
 
 
-def _apply_exact(rows, attr: str, pattern: dict[str, Any], limit: int | None):
+def _apply_exact(qs: QuerySet, attr: str, pattern: dict[str, Any], limit: int | None):
+    """The rows of `qs` whose `attr` contains `pattern`, up to `limit`, read in chunks (SQLite's path)."""
     kept = []
-    for row in rows:
+    for row in qs.iterator(chunk_size=200):
         if json_contains(getattr(row, attr), pattern):
             kept.append(row)
             if limit is not None and len(kept) >= limit:
