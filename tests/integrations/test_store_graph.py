@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import threading
 from typing import Annotated, TypedDict
 
 import pytest
@@ -72,6 +73,25 @@ def build_graph(store: MemoryAdminStore, *, asynchronous: bool = False):
     return builder.compile(store=store)
 
 
+def run_in_new_loop(coroutine_function):
+    """asyncio.run in a thread of its own: the test's thread may already hold a loop
+    (Playwright's sync API keeps one while a browser runs in the session)."""
+    outcome: dict = {}
+
+    def target():
+        try:
+            outcome["value"] = asyncio.run(coroutine_function())
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(timeout=60)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
 @pytest.fixture
 def alice_store(live_server, alice):
     store = MemoryAdminStore(live_server.url, apikey_create(owner=alice).plaintext)
@@ -100,7 +120,7 @@ def test_a_graph_runs_the_store_asynchronously(alice_store):
         await alice_store.aclose()
         return result, namespaces, remaining
 
-    result, namespaces, remaining = asyncio.run(run())
+    result, namespaces, remaining = run_in_new_loop(run)
     assert result["recalled"] == ["no walks after dinner", "get:no walks after dinner"]
     assert namespaces == [("travel_assistant", "u_456")]
     assert [item.key for item in remaining] == ["walking"]

@@ -8,12 +8,24 @@ from playwright.sync_api import expect
 from memoryadmin.models import AuditEvent
 from store_app import services
 from store_app.models import StoreItem
-from tests.browser.conftest import browser, page, shot  # noqa: F401 - fixtures
+from tests.browser.conftest import CHROMIUM, page, shot  # noqa: F401 - page is a fixture
 from tests.conftest import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 PASSWORD = "memoryadmin"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Chromium for this module only: Playwright's sync API holds an event loop in the
+    thread while it runs, which later asyncio.run() calls in the session must not meet."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        yield launched
+        launched.close()
 
 
 @pytest.fixture
