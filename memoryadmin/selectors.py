@@ -113,7 +113,7 @@ class AuditFilter:
             qs = qs.filter(target__startswith=self.target[:-1]) if self.target.endswith("*") else qs.filter(target=self.target)
         if self.since:
             qs = qs.filter(created_at__gte=_day_start(self.since))
-        if self.until:
+        if self.until and self.until < date.max:
             qs = qs.filter(created_at__lt=_day_start(self.until + timedelta(days=1)))
         return qs
 

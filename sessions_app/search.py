@@ -41,6 +41,7 @@ from .models import Block
 QUERY_MAX = 200
 PAGE_SIZE = 50
 PAGE_SIZE_MAX = 200
+BEFORE_MAX = 10**18 - 1
 SNIPPET_RADIUS = 120
 ROLES = tuple(Block.Role.values)
 WORD_RE = re.compile(r"\w+", re.UNICODE)
@@ -84,14 +85,18 @@ class MessageQuery:
         archived = (params.get("archived") or "all").strip().lower()
         if archived not in ("all", "false", "true"):
             raise InvalidInput("archived must be all, false or true.", fields={"archived": ["must be all, false or true."]})
+        # A range that ends before it starts is not an error: it matches nothing.
         since = _parse_day(params.get("since"), "since")
         until = _parse_day(params.get("until"), "until")
-        if since and until and since > until:
-            raise InvalidInput("since is after until.", fields={"since": ["is after until."]})
+        owner = (params.get("owner") or "").strip()[:150]
+        agent = (params.get(agent_param) or "").strip()[:64]
+        for name, value in (("q", q), ("owner", owner), (agent_param, agent)):
+            if "\x00" in value:
+                raise InvalidInput(f"{name} holds a NUL character.", fields={name: ["holds a NUL character."]})
         return cls(
             q=q,
-            owner=(params.get("owner") or "").strip()[:150],
-            agent=(params.get(agent_param) or "").strip()[:64],
+            owner=owner,
+            agent=agent,
             role=role,
             archived=archived,
             since=since,
@@ -176,7 +181,7 @@ def message_search_queryset(*, actor, query: MessageQuery) -> QuerySet[Block]:
         qs = qs.filter(archived=query.archived == "true")
     if query.since:
         qs = qs.filter(created_at__gte=_day_start(query.since))
-    if query.until:
+    if query.until and query.until < date.max:
         qs = qs.filter(created_at__lt=_day_start(query.until + timedelta(days=1)))
     return _match(qs, query).order_by("-id")
 

@@ -11,6 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memoryadmin.errors import InvalidInput
+
 from .. import export, search
 
 THREAD_ID = OpenApiParameter("thread_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="1..64 of [A-Za-z0-9_.:@$-]")
@@ -53,21 +55,34 @@ def _hit(hit: search.Hit) -> dict:
 class MessageSearchView(APIView):
     @extend_schema(
         parameters=[
-            OpenApiParameter("q", str, required=True, description="words that must all occur (PostgreSQL: web-search syntax)"),
-            OpenApiParameter("owner", str, description="username (operators and admins)"),
-            OpenApiParameter("agent_code", str),
-            OpenApiParameter("role", str, enum=["user", "assistant", "system", "tool"]),
+            OpenApiParameter(
+                "q",
+                {"type": "string", "maxLength": search.QUERY_MAX},
+                required=True,
+                description="words that must all occur (PostgreSQL: web-search syntax)",
+            ),
+            OpenApiParameter("owner", {"type": "string", "maxLength": 150}, description="username (operators and admins)"),
+            OpenApiParameter("agent_code", {"type": "string", "maxLength": 64}),
+            OpenApiParameter("role", str, enum=list(search.ROLES)),
             OpenApiParameter("archived", str, enum=["all", "false", "true"], description="default all"),
             OpenApiParameter("since", OpenApiTypes.DATE),
             OpenApiParameter("until", OpenApiTypes.DATE, description="inclusive"),
-            OpenApiParameter("before", int, description="keyset cursor: the `next` link carries it"),
-            OpenApiParameter("limit", int, description="1..200, default 50"),
+            OpenApiParameter(
+                "before",
+                {"type": "integer", "minimum": 0, "maximum": search.BEFORE_MAX},
+                description="keyset cursor: the `next` link carries it",
+            ),
+            OpenApiParameter(
+                "limit", {"type": "integer", "minimum": 1, "maximum": search.PAGE_SIZE_MAX}, description="default 50"
+            ),
         ],
         responses=SearchPageSerializer,
         summary="Search message content (newest first)",
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
+        if "q" not in params:
+            raise InvalidInput("q is required.", fields={"q": ["is required."]})
         query = search.MessageQuery.from_params(params, agent_param="agent_code")
         limit = search.parse_limit(params.get("limit"))
         page = search.message_search(

@@ -69,6 +69,8 @@ def test_filters_narrow_the_results(corpus, alice):
     today = timezone.localdate().isoformat()
     assert len(hits(alice, q="kyoto", since=today, until=today)) == 3
     assert hits(alice, q="kyoto", until="2000-01-01") == []
+    assert hits(alice, q="kyoto", since=today, until="2000-01-01") == []  # an empty range, not an error
+    assert len(hits(alice, q="kyoto", since="0001-01-01", until="9999-12-31")) == 3
 
 
 def test_new_and_removed_blocks_are_indexed(alice):
@@ -155,7 +157,7 @@ def test_the_htmx_search_answers_the_results_fragment(client, corpus, alice):
 
 def test_bad_filters_are_a_400(client, alice):
     login_client(client, alice)
-    for params in ("q=a&role=robot", "q=a&archived=maybe", "q=a&since=soon", "q=" + "x" * 201, "q=a&before=-1"):
+    for params in ("q=a&role=robot", "q=a&archived=maybe", "q=a&since=soon", "q=" + "x" * 201, "q=a&before=-1", "q=a%00b"):
         assert client.get(f"/search/?{params}").status_code == 400
 
 
@@ -199,6 +201,8 @@ def test_the_api_pages_with_a_next_link(alice, alice_api):
 
 def test_the_api_refuses_bad_input_and_anonymous_callers(alice_api, anon_api):
     assert anon_api.get("/api/v1/search/messages", {"q": "x"}).status_code == 401
+    assert alice_api.get("/api/v1/search/messages").json()["errors"] == {"q": ["is required."]}
+    assert alice_api.get("/api/v1/search/messages", {"q": "  "}).json() == {"results": [], "next": None}
     response = alice_api.get("/api/v1/search/messages", {"q": "x", "limit": 0})
     assert response.status_code == 400 and "limit" in response.json()["errors"]
     assert alice_api.get("/api/v1/search/messages", {"q": "x", "role": "robot"}).json()["errors"] == {
