@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import operator
-import threading
 from typing import Annotated, TypedDict
 
-import httpx
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
@@ -19,46 +17,12 @@ from memoryadmin.integrations.langgraph_saver import MemoryAdminForbidden, Memor
 from sessions_app.checkpoint_selectors import BLOB_KEY, message_list
 from sessions_app.models import Checkpoint, CheckpointWrite
 
-from ..conftest import IS_POSTGRES
-
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-class OneAtATime(httpx.HTTPTransport):
-    """Sends one request at a time.
-
-    On SQLite the test server shares one in-memory database connection between
-    its request threads, so the concurrent requests LangGraph makes (a task's
-    writes alongside the checkpoint's put) would interleave on that one
-    connection. PostgreSQL tests run them concurrently, as in production.
-    """
-
-    lock = threading.Lock()
-
-    def handle_request(self, request):
-        with self.lock:
-            return super().handle_request(request)
-
-
-class OneAtATimeAsync(httpx.AsyncHTTPTransport):
-    """The same for the async client (one lock per event loop)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.lock = asyncio.Lock()
-
-    async def handle_async_request(self, request):
-        async with self.lock:
-            return await super().handle_async_request(request)
-
-
 def live_saver(url: str, key: str) -> MemoryAdminSaver:
-    """A MemoryAdminSaver for the live test server (see OneAtATime)."""
-    if IS_POSTGRES:
-        return MemoryAdminSaver(url, key)
-    return MemoryAdminSaver(url, key, transport=OneAtATime(), async_transport=OneAtATimeAsync())
-
-
+    """A MemoryAdminSaver for the live test server."""
+    return MemoryAdminSaver(url, key)
 
 
 class State(TypedDict, total=False):
