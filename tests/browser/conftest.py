@@ -22,8 +22,10 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.browser)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    # One Chromium a module: Playwright's sync API holds an event loop while it runs,
+    # which other modules (their own browsers, asyncio.run in LangGraph tests) must not meet.
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():

@@ -96,6 +96,9 @@ def test_collectstatic_fills_the_compressed_manifest_storage(tmp_path):
 
 def _gunicorn_config(env: dict[str, str]) -> dict[str, str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("GUNICORN_", "PROMETHEUS_"))}
+    # preload_app loads Django, whose production settings refuse the development key
+    # (a fresh checkout has no .env): give it one, as a deployment would.
+    base.setdefault("DJANGO_SECRET_KEY", "serving-test-secret-key-0123456789-abcdefghijklmnop")
     result = subprocess.run(
         [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "--print-config"],
         cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=60,
