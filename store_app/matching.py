@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryadmin.errors import InvalidInput
+from memoryadmin.jsoncheck import text_storable  # noqa: F401  (re-exported for store_app.namespaces)
 
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 ORDERING_OPERATORS = ("$gt", "$gte", "$lt", "$lte")
@@ -60,15 +61,6 @@ def _refuse(field: str, message: str) -> InvalidInput:
     return InvalidInput(f"{field}: {message}", fields={field: [message]})
 
 
-def text_storable(text: str) -> bool:
-    """PostgreSQL text and jsonb hold neither NUL nor unpaired UTF-16 surrogates."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _check_json(value: Any, *, field: str, where: str) -> None:
