@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryadmin.errors import InvalidInput
-from memoryadmin.jsoncheck import text_storable  # noqa: F401  (re-exported for store_app.namespaces)
+from memoryadmin.jsoncheck import text_storable
 
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 ORDERING_OPERATORS = ("$gt", "$gte", "$lt", "$lte")

@@ -14,7 +14,7 @@ from typing import Any
 
 from memoryadmin.errors import InvalidInput
 
-from .matching import text_storable
+from memoryadmin.jsoncheck import text_storable
 
 SEPARATOR = "."
 RESERVED_ROOT = "langgraph"
