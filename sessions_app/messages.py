@@ -128,7 +128,7 @@ class ContextHasher:
     def _prefix_state(self, k: int):
         # Kept per k: the prefix checked against the stored head is the one appended to.
         if k not in self._states:
-            head = canonical(self.context[:k])[:-1]  # drop the closing ']'
+            head = memoryview(canonical(self.context[:k]))[:-1]  # drop the closing ']' (no copy)
             self._states[k] = hashlib.sha256(head)
         return self._states[k].copy()
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+import orjson
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from memoryadmin import roles
@@ -175,15 +176,28 @@ def thread_save_agent_state(
             if problem:
                 raise InvalidInput(f"extra_state {problem}.", fields={"extra_state": [f"{problem}."]})
         _ensure_can_write_at_all(actor, thread_id)
-        result, counters = _save(
-            actor=actor,
-            thread_id=thread_id,
-            agent_code=agent_code,
-            context=context,
-            extra_state=extra_state,
-            extra_state_given=extra_state_given,
-            if_match=if_match,
-        )
+        result = None
+        if connection.vendor == "postgresql":
+            result = _append_in_one_statement(
+                actor=actor,
+                thread_id=thread_id,
+                agent_code=agent_code,
+                context=context,
+                extra_state=extra_state,
+                extra_state_given=extra_state_given,
+                if_match=if_match,
+            )
+        counters = {"rewrite": False, "archived": 0}
+        if result is None:
+            result, counters = _save(
+                actor=actor,
+                thread_id=thread_id,
+                agent_code=agent_code,
+                context=context,
+                extra_state=extra_state,
+                extra_state_given=extra_state_given,
+                if_match=if_match,
+            )
     except Exception:
         BLOCK_PERSIST_FAIL.inc()
         raise
@@ -192,6 +206,110 @@ def thread_save_agent_state(
     BLOCK_ARCHIVE_WRITE.inc(counters["archived"])
     BLOCK_APPEND.inc(result.appended)
     return result
+
+
+# The common save, an agent adding a turn to its own thread, in two round trips on
+# PostgreSQL: read the thread with its chain head (no lock), check the posted prefix
+# against that head in Python, then ONE statement that moves the thread row only if
+# it is still in the state that was read and inserts the new blocks only if it moved.
+# A concurrent writer makes the conditional UPDATE match nothing (PostgreSQL
+# re-checks its WHERE on the row's newest version after waiting for the writer's
+# lock), so nothing is inserted and the save goes through the locked path below.
+# Everything else (a new thread, another owner, a rewrite, a no-op, an If-Match
+# that does not match) also goes through the locked path, which holds every rule.
+_HEAD_SQL = """
+SELECT t.id, t.owner_id, t.agent_code, t.last_seq, t.rewrite_count, t.active_count, t.updated_at,
+       t.title = '', h.position, h.chain_hash
+  FROM {thread} t
+  LEFT JOIN LATERAL (
+        SELECT b.position, b.chain_hash FROM {block} b
+         WHERE b.thread_id = t.id AND b.agent_code = %s AND NOT b.archived
+         ORDER BY b.seq DESC LIMIT 1) h ON true
+ WHERE t.thread_id = %s
+"""
+
+_APPEND_SQL = """
+WITH moved AS (
+    UPDATE {thread}
+       SET last_seq = %s, active_count = active_count + %s, agent_code = %s, updated_at = %s,
+           title = CASE WHEN title = '' THEN %s ELSE title END{extra_state}
+     WHERE id = %s AND owner_id = %s AND last_seq = %s AND rewrite_count = %s
+       AND active_count = %s AND updated_at = %s
+ RETURNING id)
+INSERT INTO {block} (thread_id, agent_code, seq, position, role, content, message, block_type,
+                     archived, chain_hash, created_at)
+SELECT moved.id, %s, v.seq, v.position, v.role, v.content, v.message::jsonb, v.block_type, false,
+       v.chain_hash, %s
+  FROM moved CROSS JOIN (VALUES {rows}) AS v(seq, position, role, content, message, block_type, chain_hash)
+"""
+_APPEND_ROW = "(%s::bigint, %s::integer, %s, %s, %s, %s, %s)"
+
+
+def _append_in_one_statement(
+    *, actor, thread_id, agent_code, context, extra_state, extra_state_given, if_match
+) -> SaveResult | None:
+    """The save as an append in one conditional statement, or None for the locked path."""
+    tables = {"thread": Thread._meta.db_table, "block": Block._meta.db_table}
+    with connection.cursor() as cursor:
+        cursor.execute(_HEAD_SQL.format(**tables), [agent_code, thread_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    pk, owner_id, old_agent_code, last_seq, rewrite_count, active_count, updated_at, untitled, position, head = row
+    if owner_id != actor.pk:
+        return None
+    read = Thread(
+        pk=pk, last_seq=last_seq, rewrite_count=rewrite_count, updated_at=updated_at, agent_code=old_agent_code
+    )
+    if if_match is not None and not etag_matches(if_match, thread_etag(read)):
+        return None
+    stored = position + 1 if head is not None else 0
+    total = len(context)
+    if total <= stored:
+        return None
+    hasher = ContextHasher(context)
+    try:
+        if stored and hasher.prefix_digest(stored) != head:
+            return None
+        digests = hasher.digests_from(stored)
+    except TypeError as exc:
+        raise _not_json(exc) from exc
+    parsed = _parse_messages(context, stored)
+    try:
+        messages = [orjson.dumps(item.message).decode() for item in parsed]
+        state = orjson.dumps(extra_state).decode() if extra_state_given and extra_state is not None else None
+    except TypeError:
+        return None  # what orjson cannot write (an integer beyond 64 bits) is Django's to store
+
+    now = timezone.now()
+    params: list[Any] = [last_seq + total - stored, total - stored, agent_code, now, _title_from(parsed) if untitled else ""]
+    extra_sql = ""
+    if extra_state_given:
+        extra_sql = ", extra_state = %s::jsonb"
+        params.append(state)
+    params += [pk, actor.pk, last_seq, rewrite_count, active_count, updated_at, agent_code, now]
+    for offset, item in enumerate(parsed):
+        params += [
+            last_seq + 1 + offset, stored + offset, item.role, item.content, messages[offset],
+            item.block_type, digests[offset],
+        ]
+    sql = _APPEND_SQL.format(extra_state=extra_sql, rows=", ".join([_APPEND_ROW] * len(parsed)), **tables)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        inserted = cursor.rowcount
+    if inserted != len(parsed):
+        # The thread moved since it was read (or the UPDATE matched nothing): nothing was written.
+        return None
+    written = Thread(pk=pk, last_seq=last_seq + len(parsed), rewrite_count=rewrite_count, updated_at=now, agent_code=agent_code)
+    return SaveResult(
+        thread_id=thread_id,
+        mode="append",
+        appended=len(parsed),
+        archived=0,
+        active=total,
+        max_seq=written.last_seq,
+        etag=thread_etag(written),
+    )
 
 
 @transaction.atomic

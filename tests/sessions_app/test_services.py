@@ -11,6 +11,7 @@ from sessions_app.models import Block, Thread
 from sessions_app.selectors import thread_agent_state
 from sessions_app.services import thread_clear, thread_delete, thread_save_agent_state
 
+from ..conftest import IS_POSTGRES
 from .helpers import turns
 
 pytestmark = pytest.mark.django_db
@@ -249,3 +250,47 @@ def test_delete_by_owner_or_admin_removes_everything(alice, bob, admin_user):
     thread_delete(actor=admin_user, thread_id="a2")
     assert not Thread.objects.exists() and not Block.objects.exists()
     assert AuditEvent.objects.filter(action="thread.delete").count() == 2
+
+
+def test_an_append_fills_in_the_title_once_a_user_speaks(alice):
+    system = {"role": "system", "content": "be brief"}
+    save(alice, [system])
+    assert Thread.objects.get(thread_id="t1").title == ""
+    save(alice, [system, {"role": "user", "content": "  Trains   from Porto?  "}])
+    save(alice, [system, {"role": "user", "content": "Trains from Porto?"}, {"role": "user", "content": "And buses?"}])
+    assert Thread.objects.get(thread_id="t1").title == "Trains from Porto?"
+
+
+def test_an_append_keeps_extra_state_unless_given(alice):
+    save(alice, turns(2), extra_state={"plan": 1}, extra_state_given=True)
+    save(alice, turns(4))
+    assert Thread.objects.get(thread_id="t1").extra_state == {"plan": 1}
+    save(alice, turns(6), extra_state={"plan": 2, "nested": {"k": [1, "two"]}}, extra_state_given=True)
+    assert Thread.objects.get(thread_id="t1").extra_state == {"plan": 2, "nested": {"k": [1, "two"]}}
+    save(alice, turns(8), extra_state=None, extra_state_given=True)
+    assert Thread.objects.get(thread_id="t1").extra_state is None
+
+
+@pytest.mark.skipif(not IS_POSTGRES, reason="the one-statement append is PostgreSQL's; SQLite saves under its write lock")
+def test_a_save_that_raced_between_its_read_and_its_write_falls_back_to_the_locked_path(alice, monkeypatch):
+    """Another replica appends the same turn after this save read the chain head: the
+    conditional update matches nothing, nothing is inserted twice, and the locked path
+    finds the context already stored."""
+    import sessions_app.services as services
+
+    save(alice, turns(4))
+    real_parse = services._parse_messages
+    raced = []
+
+    def parse_then_let_the_other_replica_save(context, start):
+        if not raced:
+            raced.append(None)
+            raced[0] = save(alice, turns(6))
+        return real_parse(context, start)
+
+    monkeypatch.setattr(services, "_parse_messages", parse_then_let_the_other_replica_save)
+    result = save(alice, turns(6))
+    assert raced[0].mode == "append" and raced[0].appended == 2
+    assert (result.mode, result.appended, result.max_seq) == ("noop", 0, 6)
+    assert [b.seq for b in active()] == [1, 2, 3, 4, 5, 6]
+    assert Thread.objects.get(thread_id="t1").active_count == 6
