@@ -16,6 +16,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from . import roles
 from .errors import NotFound
 from .models import ApiKey
 
@@ -52,12 +53,13 @@ def apikey_authenticate(raw: str) -> ApiKey | None:
     if not sep or not prefix or not secret or len(prefix) > 16:
         return None
     key = (
-        ApiKey.objects.select_related("owner")
+        roles.with_owner_role(ApiKey.objects.select_related("owner"))
         .filter(prefix=prefix, revoked_at__isnull=True, owner__is_active=True)
         .first()
     )
     if key is None or not hmac.compare_digest(key.secret_hash, _hash(secret)):
         return None
+    roles.remember_owner_role(key)
     now = timezone.now()
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)

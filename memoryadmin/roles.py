@@ -11,11 +11,34 @@ from __future__ import annotations
 from typing import Literal
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group
+from django.db.models import Exists, OuterRef
 
 Role = Literal["member", "operator", "admin"]
 ROLES: tuple[Role, ...] = ("member", "operator", "admin")
 
 _CACHE_ATTR = "_memoryadmin_role"
+
+
+def _role_from(*, superuser: bool, groups: set[str]) -> Role:
+    if superuser or "admin" in groups:
+        return "admin"
+    return "operator" if "operator" in groups else "member"
+
+
+def with_owner_role(queryset, owner: str = "owner"):
+    """Annotate each row with its owner's role groups, so that `remember_owner_role`
+    gives the owner its role without a query of its own (API key authentication)."""
+    memberships = Group.user_set.through.objects.filter(user_id=OuterRef(f"{owner}_id"))
+    return queryset.annotate(
+        _owner_admin=Exists(memberships.filter(group__name="admin")),
+        _owner_operator=Exists(memberships.filter(group__name="operator")),
+    )
+
+
+def remember_owner_role(row, owner: str = "owner") -> None:
+    user = getattr(row, owner)
+    groups = {name for name, member in (("admin", row._owner_admin), ("operator", row._owner_operator)) if member}
+    setattr(user, _CACHE_ATTR, _role_from(superuser=user.is_superuser, groups=groups))
 
 
 def role_of(user: AbstractBaseUser | AnonymousUser | None) -> Role | None:
@@ -25,11 +48,8 @@ def role_of(user: AbstractBaseUser | AnonymousUser | None) -> Role | None:
     cached = getattr(user, _CACHE_ATTR, None)
     if cached is not None:
         return cached
-    if user.is_superuser:
-        role: Role = "admin"
-    else:
-        names = set(user.groups.values_list("name", flat=True))
-        role = "admin" if "admin" in names else "operator" if "operator" in names else "member"
+    groups = set() if user.is_superuser else set(user.groups.values_list("name", flat=True))
+    role = _role_from(superuser=user.is_superuser, groups=groups)
     setattr(user, _CACHE_ATTR, role)
     return role
 
