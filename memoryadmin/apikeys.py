@@ -7,13 +7,16 @@ random and long, so a slow password hash buys nothing).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import transaction
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import connection, transaction
 from django.utils import timezone
 
 from . import roles
@@ -45,6 +48,59 @@ def apikey_create(*, owner, name: str = "") -> IssuedKey:
     return IssuedKey(api_key=key, plaintext=f"{KEY_PREFIX}{prefix}_{secret}")
 
 
+@functools.cache
+def _lookup_sql() -> str:
+    """The key, its owner and the owner's role groups in one statement, written once.
+
+    Every API call runs it, so it is plain SQL: building the same ORM query on each
+    request cost more than the query itself.
+    """
+    quote = connection.ops.quote_name
+    user_model = get_user_model()
+    memberships = user_model.groups.through
+    user_column = memberships._meta.get_field("user").column
+    group_column = memberships._meta.get_field("group").column
+    key_columns = ", ".join(f"k.{quote(f.column)}" for f in ApiKey._meta.concrete_fields)
+    user_columns = ", ".join(f"u.{quote(f.column)}" for f in user_model._meta.concrete_fields)
+    member_of = (
+        f"EXISTS (SELECT 1 FROM {quote(memberships._meta.db_table)} m JOIN {quote(Group._meta.db_table)} g"
+        f" ON g.{quote(Group._meta.pk.column)} = m.{quote(group_column)}"
+        f" WHERE m.{quote(user_column)} = u.{quote(user_model._meta.pk.column)} AND g.{quote('name')} = %s)"
+    )
+    return (
+        f"SELECT {key_columns}, {user_columns}, {member_of}, {member_of}"
+        f" FROM {quote(ApiKey._meta.db_table)} k"
+        f" JOIN {quote(user_model._meta.db_table)} u"
+        f" ON u.{quote(user_model._meta.pk.column)} = k.{quote(ApiKey._meta.get_field('owner').column)}"
+        f" WHERE k.{quote('prefix')} = %s AND k.{quote('revoked_at')} IS NULL AND u.{quote('is_active')}"
+    )
+
+
+def _active_key_with_owner(prefix: str) -> ApiKey | None:
+    with connection.cursor() as cursor:
+        cursor.execute(_lookup_sql(), ["admin", "operator", prefix])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    key_fields = ApiKey._meta.concrete_fields
+    user_model = get_user_model()
+    user_fields = user_model._meta.concrete_fields
+    values = list(row)
+    for index, field in enumerate([*key_fields, *user_fields]):
+        # What the ORM's compiler applies to a column (SQLite's datetimes arrive as text).
+        column = field.cached_col
+        for convert in connection.ops.get_db_converters(column) + column.get_db_converters(connection):
+            values[index] = convert(values[index], column, connection)
+    key = ApiKey.from_db(connection.alias, [f.attname for f in key_fields], values[: len(key_fields)])
+    owner = user_model.from_db(
+        connection.alias, [f.attname for f in user_fields], values[len(key_fields) : len(key_fields) + len(user_fields)]
+    )
+    key.owner = owner
+    admin, operator = values[-2:]
+    roles.remember_role(owner, {name for name, member in (("admin", admin), ("operator", operator)) if member})
+    return key
+
+
 def apikey_authenticate(raw: str) -> ApiKey | None:
     """The active key matching `raw`, or None. Constant-time on the secret."""
     if not raw.startswith(KEY_PREFIX):
@@ -52,14 +108,9 @@ def apikey_authenticate(raw: str) -> ApiKey | None:
     prefix, sep, secret = raw[len(KEY_PREFIX):].partition("_")
     if not sep or not prefix or not secret or len(prefix) > 16:
         return None
-    key = (
-        roles.with_owner_role(ApiKey.objects.select_related("owner"))
-        .filter(prefix=prefix, revoked_at__isnull=True, owner__is_active=True)
-        .first()
-    )
+    key = _active_key_with_owner(prefix)
     if key is None or not hmac.compare_digest(key.secret_hash, _hash(secret)):
         return None
-    roles.remember_owner_role(key)
     now = timezone.now()
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)

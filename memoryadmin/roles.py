@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Literal
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group
-from django.db.models import Exists, OuterRef
 
 Role = Literal["member", "operator", "admin"]
 ROLES: tuple[Role, ...] = ("member", "operator", "admin")
@@ -25,19 +24,9 @@ def _role_from(*, superuser: bool, groups: set[str]) -> Role:
     return "operator" if "operator" in groups else "member"
 
 
-def with_owner_role(queryset, owner: str = "owner"):
-    """Annotate each row with its owner's role groups, so that `remember_owner_role`
-    gives the owner its role without a query of its own (API key authentication)."""
-    memberships = Group.user_set.through.objects.filter(user_id=OuterRef(f"{owner}_id"))
-    return queryset.annotate(
-        _owner_admin=Exists(memberships.filter(group__name="admin")),
-        _owner_operator=Exists(memberships.filter(group__name="operator")),
-    )
-
-
-def remember_owner_role(row, owner: str = "owner") -> None:
-    user = getattr(row, owner)
-    groups = {name for name, member in (("admin", row._owner_admin), ("operator", row._owner_operator)) if member}
+def remember_role(user, groups: set[str]) -> None:
+    """Give `user` its role from role group names read elsewhere (in the API key lookup),
+    so that role_of() needs no query of its own."""
     setattr(user, _CACHE_ATTR, _role_from(superuser=user.is_superuser, groups=groups))
 
 

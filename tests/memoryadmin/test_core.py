@@ -107,3 +107,42 @@ def test_pages_carry_a_strict_content_security_policy(client, alice):
     client.force_login(alice)
     policy = client.get("/threads/")["Content-Security-Policy"]
     assert "script-src 'self'" in policy and "unsafe-inline" not in policy
+
+
+@pytest.mark.parametrize("role", ["member", "operator", "admin", "superuser"])
+def test_a_key_brings_its_owner_and_role_in_one_query(db, role, django_assert_num_queries):
+    from datetime import datetime
+
+    from django.contrib.auth import get_user_model
+
+    from memoryadmin.apikeys import apikey_authenticate, apikey_create
+
+    from ..conftest import make_user
+
+    if role == "superuser":
+        user = get_user_model().objects.create_superuser("root-user", password="pw-for-tests-1")
+    else:
+        user = make_user(f"{role}-user", role)
+    plaintext = apikey_create(owner=user, name="agent").plaintext
+    ApiKey.objects.filter(owner=user).update(last_used_at=None)
+    with django_assert_num_queries(2):  # the key with owner and role, then last_used_at
+        key = apikey_authenticate(plaintext)
+        assert roles.role_of(key.owner) == ("admin" if role == "superuser" else role)
+    assert (key.owner.pk, key.owner.username, key.name) == (user.pk, user.username, "agent")
+    assert isinstance(key.created_at, datetime) and key.created_at.tzinfo is not None
+    with django_assert_num_queries(1):  # used a moment ago: no write
+        assert apikey_authenticate(plaintext).last_used_at == key.last_used_at
+
+
+def test_a_revoked_key_or_an_inactive_owner_is_refused(alice):
+    from memoryadmin.apikeys import apikey_authenticate, apikey_create, apikey_revoke
+
+    plaintext = apikey_create(owner=alice).plaintext
+    other = apikey_create(owner=alice).plaintext
+    assert apikey_authenticate(plaintext) is not None
+    apikey_revoke(prefix=plaintext.split("_")[1])
+    assert apikey_authenticate(plaintext) is None
+    assert apikey_authenticate(other[:-1] + ("x" if other[-1] != "x" else "y")) is None
+    alice.is_active = False
+    alice.save()
+    assert apikey_authenticate(other) is None
