@@ -18,12 +18,8 @@ Prints a Markdown table; `--write` replaces the figures in docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import platform
-import socket
-import statistics
-import subprocess
 import sys
 import time
 from contextlib import closing
@@ -31,14 +27,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-ADMIN_URL = os.environ.get("BENCH_ADMIN_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-DB_NAME = os.environ.get("BENCH_DB", "memoryadmin_bench")
+import run as bench  # noqa: E402  (the shared setup: fresh database, Django, gunicorn, percentiles)
 
-
-def pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+pct = bench.pct
 
 
 def fmt(samples: list[float]) -> str:
@@ -51,58 +44,6 @@ def turns(start: int, count: int) -> list[dict]:
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"{i}: {text}", "id": f"msg-{i}"}
         for i in range(start, start + count)
     ]
-
-
-def fresh_database() -> str:
-    import psycopg
-
-    with closing(psycopg.connect(ADMIN_URL, autocommit=True)) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-    base, _, _ = ADMIN_URL.rpartition("/")
-    return f"{base}/{DB_NAME}"
-
-
-def setup_django(url: str) -> None:
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryadmin.settings")
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-" + hashlib.sha256(os.urandom(16)).hexdigest())
-    os.environ["DJANGO_DEBUG"] = "0"
-    os.environ["DJANGO_LOG_LEVEL"] = "WARNING"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    call_command("collectstatic", "--noinput", verbosity=0)
-
-
-def free_port() -> int:
-    with closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server(url: str, port: int) -> subprocess.Popen:
-    # The production configuration (gunicorn.conf.py) with one worker, and no access log.
-    env = {
-        **os.environ, "DATABASE_URL": url, "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "DJANGO_DEBUG": "0",
-        "GUNICORN_BIND": f"127.0.0.1:{port}", "GUNICORN_WORKERS": "1", "GUNICORN_ACCESS_LOG": "",
-        "GUNICORN_LOG_LEVEL": "warning", "MEMORYADMIN_THROTTLE_RATE": "1000000/min",
-    }
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py"], cwd=ROOT, env=env)
-    import httpx
-
-    for _ in range(100):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("gunicorn did not start")
 
 
 def bench_service(user, size: int, rounds: int) -> tuple[list[float], list[float], int]:
@@ -191,46 +132,32 @@ def bench_postgres_saver(url: str, size: int, rounds: int) -> list[float]:
     return samples
 
 
-def bench_raw_psycopg(url: str, thread_pk: int, stored_size: int, rounds: int) -> list[float]:
-    """The floor: our save's statements (lock, chain head, insert two rows, bump the thread) in raw SQL."""
+def bench_raw_psycopg(url: str, thread_id: str, stored_size: int, rounds: int) -> list[float]:
+    """The floor: the service's two statements sent by plain psycopg (bench/run.py raw_save_turn)."""
     import psycopg
-    from psycopg.types.json import Jsonb
-
-    from sessions_app.messages import ContextHasher
 
     samples = []
     context = turns(0, stored_size)
-    with closing(psycopg.connect(url)) as conn:
+    with closing(psycopg.connect(url, autocommit=True)) as conn:
         for _ in range(rounds):
             context = context + turns(len(context), 2)
             started = time.perf_counter()
-            with conn.transaction():
-                last_seq, = conn.execute(
-                    "SELECT last_seq FROM sessions_app_thread WHERE id = %s FOR UPDATE", (thread_pk,)
-                ).fetchone()
-                head = conn.execute(
-                    "SELECT position, chain_hash FROM sessions_app_block WHERE thread_id = %s AND agent_code = %s"
-                    " AND NOT archived ORDER BY seq DESC LIMIT 1", (thread_pk, "bench"),
-                ).fetchone()
-                hasher = ContextHasher(context)
-                stored = head[0] + 1
-                assert hasher.prefix_digest(stored) == head[1]
-                digests = hasher.digests_from(stored)
-                rows = [
-                    (thread_pk, "bench", last_seq + 1 + i, stored + i, m["role"], m["content"], Jsonb(m), "message", False, digests[i])
-                    for i, m in enumerate(context[stored:])
-                ]
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO sessions_app_block (thread_id, agent_code, seq, position, role, content, message,"
-                        " block_type, archived, chain_hash, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s, now())",
-                        rows,
-                    )
-                conn.execute(
-                    "UPDATE sessions_app_thread SET last_seq = %s, active_count = active_count + %s, updated_at = now()"
-                    " WHERE id = %s", (last_seq + len(rows), len(rows), thread_pk),
-                )
+            assert bench.raw_save_turn(conn, thread_id, "bench", context) == 2
             samples.append(time.perf_counter() - started)
+    return samples
+
+
+def bench_prefix_check(size: int, rounds: int) -> list[float]:
+    """The CPU part that grows with the conversation: checking that the posted context
+    still starts with what is stored (canonical JSON and SHA-256 of the whole prefix)."""
+    from sessions_app.messages import ContextHasher
+
+    context = turns(0, size + 2)
+    samples = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        ContextHasher(context).prefix_digest(size)
+        samples.append(time.perf_counter() - started)
     return samples
 
 
@@ -242,8 +169,8 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    url = fresh_database()
-    setup_django(url)
+    url = bench.fresh_database()
+    bench.setup_django(url)
     from django.contrib.auth import get_user_model
 
     from memoryadmin.apikeys import apikey_create
@@ -251,8 +178,8 @@ def main() -> None:
 
     user = get_user_model().objects.create_user("bench")
     key = apikey_create(owner=user).plaintext
-    port = free_port()
-    server = start_server(url, port)
+    port = bench.free_port()
+    server = bench.start_server(url, port, workers=1)
     rows = []
     try:
         for size in sizes:
@@ -261,23 +188,28 @@ def main() -> None:
             http_save, http_load = bench_http(key, port, size, args.rounds)
             saver = bench_postgres_saver(url, size, args.rounds)
             thread = Thread.objects.get(thread_id=f"svc-{size}")
-            raw = bench_raw_psycopg(url, thread.pk, thread.active_count, args.rounds)
-            rows.append((size, svc_save, http_save, saver, raw, svc_load, http_load, load_queries))
+            raw = bench_raw_psycopg(url, thread.thread_id, thread.active_count, args.rounds)
+            prefix = bench_prefix_check(thread.active_count, args.rounds)
+            rows.append((size, svc_save, prefix, http_save, saver, raw, svc_load, http_load, load_queries))
     finally:
         server.terminate()
         server.wait(timeout=10)
 
     base = pct(rows[0][1], 0.5)
+    base_db = pct(rows[0][1], 0.5) - pct(rows[0][2], 0.5)
     lines = [
-        "| messages in thread | service save | HTTP save | PostgresSaver put | raw psycopg floor | service ÷ floor | PostgresSaver ÷ service | service save ÷ save at "
-        f"{rows[0][0]} | service load | HTTP load | load queries |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| messages in thread | service save | of which prefix check | save − prefix check | HTTP save | PostgresSaver put "
+        "| raw psycopg floor | service ÷ floor | PostgresSaver ÷ service | service save ÷ save at "
+        f"{rows[0][0]} | (save − prefix check) ÷ same at {rows[0][0]} | service load | HTTP load | load queries |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for size, svc_save, http_save, saver, raw, svc_load, http_load, load_queries in rows:
+    for size, svc_save, prefix, http_save, saver, raw, svc_load, http_load, load_queries in rows:
+        rest = pct(svc_save, .5) - pct(prefix, .5)
         lines.append(
-            f"| {size:,} | {fmt(svc_save)} | {fmt(http_save)} | {fmt(saver)} | {fmt(raw)} | "
+            f"| {size:,} | {fmt(svc_save)} | {pct(prefix, .5) * 1000:.2f} | {rest * 1000:.2f} | {fmt(http_save)} | "
+            f"{fmt(saver)} | {fmt(raw)} | "
             f"{pct(svc_save, .5) / pct(raw, .5):.2f}× | {pct(saver, .5) / pct(svc_save, .5):.1f}× | "
-            f"{pct(svc_save, .5) / base:.2f}× | {fmt(svc_load)} | {fmt(http_load)} | {load_queries} |"
+            f"{pct(svc_save, .5) / base:.2f}× | {rest / base_db:.2f}× | {fmt(svc_load)} | {fmt(http_load)} | {load_queries} |"
         )
     import django
     import langgraph.checkpoint.postgres as lgpg  # noqa: F401

@@ -25,7 +25,6 @@ import argparse
 import hashlib
 import os
 import platform
-import secrets
 import socket
 import subprocess
 import sys
@@ -60,6 +59,34 @@ def pct(samples: list[float], q: float) -> float:
 
 def ms(value: float) -> str:
     return f"{value * 1000:.2f}" if value < 0.1 else f"{value * 1000:.0f}"
+
+
+def raw_save_turn(conn, thread_id: str, agent_code: str, context: list[dict]) -> int:
+    """The floor of a save: the service's own two statements (the thread with its chain
+    head, then the conditional update-and-insert) sent by plain psycopg on an autocommit
+    connection, with the same prefix check. Returns the number of blocks inserted."""
+    import datetime
+
+    import orjson
+
+    from sessions_app.messages import ContextHasher
+    from sessions_app.services import _APPEND_ROW, _APPEND_SQL, _HEAD_SQL
+
+    tables = {"thread": "sessions_app_thread", "block": "sessions_app_block"}
+    pk, owner, agent, last_seq, rewrites, active, updated_at, _untitled, position, head = conn.execute(
+        _HEAD_SQL.format(**tables), (agent_code, thread_id)
+    ).fetchone()
+    hasher = ContextHasher(context)
+    stored = position + 1
+    assert hasher.prefix_digest(stored) == head, "the stored chain does not match"
+    digests = hasher.digests_from(stored)
+    now = datetime.datetime.now(datetime.UTC)
+    new = context[stored:]
+    params = [last_seq + len(new), len(new), agent_code, now, "", pk, owner, last_seq, rewrites, active, updated_at, agent_code, now]
+    for i, message in enumerate(new):
+        params += [last_seq + 1 + i, stored + i, message["role"], message["content"], orjson.dumps(message).decode(), "message", digests[i]]
+    sql = _APPEND_SQL.format(extra_state="", rows=", ".join([_APPEND_ROW] * len(new)), **tables)
+    return conn.execute(sql, params).rowcount
 
 
 # --- setup ----------------------------------------------------------------------------------------
@@ -195,6 +222,7 @@ class Bench:
         self.http = httpx.Client(timeout=120)
         self.cookie = cookie
         self.raw = psycopg.connect(url)
+        self.raw_autocommit = psycopg.connect(url, autocommit=True)
         self._saver_cm = PostgresSaver.from_conn_string(url)
         self.saver = self._saver_cm.__enter__()
         self._store_cm = PostgresStore.from_conn_string(url)
@@ -204,6 +232,7 @@ class Bench:
     def close(self) -> None:
         self.http.close()
         self.raw.close()
+        self.raw_autocommit.close()
         self._saver_cm.__exit__(None, None, None)
         self._store_cm.__exit__(None, None, None)
 
@@ -221,9 +250,7 @@ class Bench:
 
     def save_turn(self, index: int) -> Result:
         import orjson
-        from psycopg.types.json import Jsonb
 
-        from sessions_app.messages import ContextHasher
         from sessions_app.services import thread_save_agent_state
 
         res = Result()
@@ -262,34 +289,11 @@ class Bench:
         thread_pk = index + 6 + 1  # the loader's primary keys: index + 1
         raw_context = contexts[2]
         agent = agents[2]
+        raw_thread_id = ids[2]
 
         def raw():
             raw_context.extend(new_turn(len(raw_context)))
-            conn = self.raw
-            with conn.transaction():
-                last_seq, = conn.execute("SELECT last_seq FROM sessions_app_thread WHERE id = %s FOR UPDATE", (thread_pk,)).fetchone()
-                head = conn.execute(
-                    "SELECT position, chain_hash FROM sessions_app_block WHERE thread_id = %s AND agent_code = %s"
-                    " AND NOT archived ORDER BY seq DESC LIMIT 1", (thread_pk, agent),
-                ).fetchone()
-                hasher = ContextHasher(raw_context)
-                stored = head[0] + 1
-                assert hasher.prefix_digest(stored) == head[1], "the loader's chain does not match"
-                digests = hasher.digests_from(stored)
-                rows = [
-                    (thread_pk, agent, last_seq + 1 + i, stored + i, m["role"], m["content"], Jsonb(m), "message", False, digests[i])
-                    for i, m in enumerate(raw_context[stored:])
-                ]
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO sessions_app_block (thread_id, agent_code, seq, position, role, content, message,"
-                        " block_type, archived, chain_hash, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s, now())",
-                        rows,
-                    )
-                conn.execute(
-                    "UPDATE sessions_app_thread SET last_seq = %s, active_count = active_count + %s, updated_at = now()"
-                    " WHERE id = %s", (last_seq + len(rows), len(rows), thread_pk),
-                )
+            assert raw_save_turn(self.raw_autocommit, raw_thread_id, agent, raw_context) == 2
 
         res.samples["raw"] = timed(raw, self.rounds)
         self.lg_conversation = f"lg-save-{index}"
