@@ -105,6 +105,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "memoryadmin.replica.ReplicaReadsMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -171,6 +172,21 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Behind PgBouncer in transaction mode a server-side cursor would outlive the
     # transaction that opened it on the server connection; turn them off there.
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = env_bool("DJANGO_DB_DISABLE_SERVER_SIDE_CURSORS", False)
+
+# A PostgreSQL streaming replica for the dashboard's page reads (memoryadmin/replica.py,
+# docs/scaling.md). The API, sessions, users and every write stay on the primary.
+_replica_url = env_str("DATABASE_REPLICA_URL")
+if _replica_url:
+    DATABASES["replica"] = {
+        **dj_database_url.parse(_replica_url, conn_max_age=env_int("DJANGO_CONN_MAX_AGE", 60), conn_health_checks=True),
+        # Tests have no second database: the alias reads the test database itself.
+        "TEST": {"MIRROR": "default"},
+    }
+    DATABASE_ROUTERS = ["memoryadmin.replica.ReplicaRouter"]
+# After a write through the dashboard, that browser reads from the primary this long.
+MEMORYADMIN_REPLICA_PIN_SECONDS = env_int("MEMORYADMIN_REPLICA_PIN_SECONDS", 5)
+# A replica that does not answer is left alone this long before it is tried again.
+MEMORYADMIN_REPLICA_RETRY_SECONDS = env_int("MEMORYADMIN_REPLICA_RETRY_SECONDS", 30)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -14,12 +14,21 @@ import threading
 from typing import Annotated, Any, TypedDict
 
 import httpx
+from django.conf import settings
 from django.db import connections
 from django.test import Client
 
 from memoryadmin.apikeys import apikey_create, apikey_revoke
 
 from .checkpoint_services import checkpoint_input, checkpoint_put, checkpoint_put_writes, write_input
+
+
+def _an_allowed_host() -> str:
+    """A Host header this deployment accepts (DJANGO_ALLOWED_HOSTS may name only its own)."""
+    for host in settings.ALLOWED_HOSTS:
+        if host != "*":
+            return host.lstrip(".")
+    return "localhost"
 
 
 class InProcessTransport(httpx.BaseTransport):
@@ -34,7 +43,7 @@ class InProcessTransport(httpx.BaseTransport):
 
     def __init__(self, user):
         self.key = apikey_create(owner=user, name="checkpoint demo")
-        self.client = Client(HTTP_AUTHORIZATION=f"Bearer {self.key.plaintext}")
+        self.client = Client(HTTP_AUTHORIZATION=f"Bearer {self.key.plaintext}", HTTP_HOST=_an_allowed_host())
         self.lock = threading.Lock()
 
     def close(self) -> None:

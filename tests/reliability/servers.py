@@ -36,7 +36,7 @@ def postgres_bindir() -> Path | None:
 class PrivateCluster:
     """A throw-away PostgreSQL cluster on a free port, which a test may stop and start at will."""
 
-    def __init__(self):
+    def __init__(self, standby_of: PrivateCluster | None = None):
         self.bindir = postgres_bindir()
         self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="ma-pg-"))
@@ -45,7 +45,16 @@ class PrivateCluster:
         self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
         if self.as_user:
             shutil.chown(self.root, "postgres")
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+        if standby_of is None:
+            self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+        else:
+            # A streaming replica: a base backup of the primary that follows its WAL (-R
+            # writes standby.signal and primary_conninfo). initdb's trust rules let
+            # 127.0.0.1 connect for replication.
+            self._run(
+                "pg_basebackup", "-h", "127.0.0.1", "-p", str(standby_of.port), "-U", "postgres",
+                "-D", str(self.data), "-R", "-X", "stream", "--no-sync",
+            )
 
     @property
     def url(self) -> str:
@@ -90,8 +99,9 @@ def server_env(database_url: str) -> dict[str, str]:
 class Server:
     """`manage.py runserver` in its own process, killable with SIGKILL."""
 
-    def __init__(self, database_url: str):
+    def __init__(self, database_url: str, **extra_env: str):
         self.database_url = database_url
+        self.extra_env = extra_env
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
 
@@ -103,7 +113,7 @@ class Server:
         self.proc = subprocess.Popen(
             [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{self.port}"],
             cwd=ROOT,
-            env=server_env(self.database_url),
+            env={**server_env(self.database_url), **self.extra_env},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
