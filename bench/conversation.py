@@ -212,7 +212,6 @@ def main() -> None:
             f"{pct(svc_save, .5) / base:.2f}× | {rest / base_db:.2f}× | {fmt(svc_load)} | {fmt(http_load)} | {load_queries} |"
         )
     import django
-    import langgraph.checkpoint.postgres as lgpg  # noqa: F401
     from importlib.metadata import version
 
     import psycopg
@@ -231,13 +230,7 @@ def main() -> None:
     )
     print(report)
     if args.write:
-        doc = ROOT / "docs" / "benchmarks.md"
-        text = doc.read_text()
-        start, end = "<!-- conversation:start -->", "<!-- conversation:end -->"
-        head, _, rest = text.partition(start)
-        _, _, tail = rest.partition(end)
-        doc.write_text(f"{head}{start}\n{report}{end}{tail}")
-        print(f"wrote {doc}", file=sys.stderr)
+        bench.write_section("benchmarks.md", "conversation", report)
 
 
 if __name__ == "__main__":

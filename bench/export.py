@@ -17,20 +17,20 @@ C buffers; the figure is the peak above what was allocated before the export sta
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import platform
 import sys
 import tempfile
 import time
 import tracemalloc
-from contextlib import closing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-ADMIN_URL = os.environ.get("BENCH_ADMIN_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+import run as bench  # noqa: E402  (fresh database, Django setup, docs sections)
+
 DB_NAME = os.environ.get("BENCH_EXPORT_DB", "memoryadmin_bench_export")
 TEXT = "Could you check the itinerary again and tell me what changes if the train is late? " * 3
 
@@ -38,27 +38,7 @@ TEXT = "Could you check the itinerary again and tell me what changes if the trai
 def fresh_database(kind: str) -> str:
     if kind == "sqlite":
         return f"sqlite:///{tempfile.mkdtemp(prefix='ma-bench-')}/export.sqlite3"
-    import psycopg
-
-    with closing(psycopg.connect(ADMIN_URL, autocommit=True)) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-    base, _, _ = ADMIN_URL.rpartition("/")
-    return f"{base}/{DB_NAME}"
-
-
-def setup_django(url: str) -> None:
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryadmin.settings")
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-" + hashlib.sha256(os.urandom(16)).hexdigest())
-    os.environ["DJANGO_DEBUG"] = "0"  # DEBUG keeps every query in memory: it would be measured too
-    os.environ["DJANGO_LOG_LEVEL"] = "WARNING"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    return bench.fresh_database(DB_NAME)
 
 
 def messages(count: int) -> list[dict]:
@@ -146,7 +126,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    setup_django(fresh_database(args.database))
+    bench.setup_django(fresh_database(args.database))
     from django.contrib.auth import get_user_model
 
     user = get_user_model().objects.create_user("bench")
@@ -175,13 +155,7 @@ def main() -> None:
     )
     print(report)
     if args.write:
-        doc = ROOT / "docs" / "benchmarks.md"
-        text = doc.read_text()
-        start, end = f"<!-- export-{args.database}:start -->", f"<!-- export-{args.database}:end -->"
-        head, _, rest = text.partition(start)
-        _, _, tail = rest.partition(end)
-        doc.write_text(f"{head}{start}\n{report}{end}{tail}")
-        print(f"wrote {doc}", file=sys.stderr)
+        bench.write_section("benchmarks.md", f"export-{args.database}", report)
 
 
 if __name__ == "__main__":

@@ -337,15 +337,7 @@ def main() -> None:
     )
     print(report)
     if args.write:
-        doc = ROOT / "docs" / "benchmarks.md"
-        text = doc.read_text()
-        start_mark, end_mark = "<!-- loadtest:start -->", "<!-- loadtest:end -->"
-        if start_mark not in text:
-            text += f"\n{start_mark}\n{end_mark}\n"
-        head, _, rest = text.partition(start_mark)
-        _, _, tail = rest.partition(end_mark)
-        doc.write_text(f"{head}{start_mark}\n{report}{end_mark}{tail}")
-        bench.log(f"wrote {doc}")
+        bench.write_section("benchmarks.md", "loadtest", report)
 
 
 if __name__ == "__main__":

@@ -61,6 +61,20 @@ def ms(value: float) -> str:
     return f"{value * 1000:.2f}" if value < 0.1 else f"{value * 1000:.0f}"
 
 
+def write_section(doc_name: str, section: str, report: str) -> None:
+    """Replace what lies between `<!-- {section}:start -->` and `<!-- {section}:end -->` in
+    docs/{doc_name} with `report` (appending the markers when the document has none)."""
+    doc = ROOT / "docs" / doc_name
+    text = doc.read_text()
+    start, end = f"<!-- {section}:start -->", f"<!-- {section}:end -->"
+    if start not in text:
+        text += f"\n{start}\n{end}\n"
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    doc.write_text(f"{head}{start}\n{report}{end}{tail}")
+    log(f"wrote {doc}")
+
+
 def raw_save_turn(conn, thread_id: str, agent_code: str, context: list[dict]) -> int:
     """The floor of a save: the service's own two statements (the thread with its chain
     head, then the conditional update-and-insert) sent by plain psycopg on an autocommit
@@ -92,14 +106,14 @@ def raw_save_turn(conn, thread_id: str, agent_code: str, context: list[dict]) ->
 # --- setup ----------------------------------------------------------------------------------------
 
 
-def fresh_database() -> str:
+def fresh_database(name: str = DB_NAME) -> str:
     import psycopg
 
     with closing(psycopg.connect(ADMIN_URL, autocommit=True)) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
     base, _, _ = ADMIN_URL.rpartition("/")
-    return f"{base}/{DB_NAME}"
+    return f"{base}/{name}"
 
 
 def setup_django(url: str) -> None:
@@ -809,15 +823,7 @@ def main() -> None:
     )
     print(report)
     if args.write:
-        doc = ROOT / "docs" / "benchmarks.md"
-        text = doc.read_text()
-        start, end = "<!-- bench:start -->", "<!-- bench:end -->"
-        if start not in text:
-            text += f"\n{start}\n{end}\n"
-        head, _, rest = text.partition(start)
-        _, _, tail = rest.partition(end)
-        doc.write_text(f"{head}{start}\n{report}{end}{tail}")
-        log(f"wrote {doc}")
+        write_section("benchmarks.md", "bench", report)
 
 
 if __name__ == "__main__":

@@ -176,28 +176,19 @@ def thread_save_agent_state(
             if problem:
                 raise InvalidInput(f"extra_state {problem}.", fields={"extra_state": [f"{problem}."]})
         _ensure_can_write_at_all(actor, thread_id)
-        result = None
-        if connection.vendor == "postgresql":
-            result = _append_in_one_statement(
-                actor=actor,
-                thread_id=thread_id,
-                agent_code=agent_code,
-                context=context,
-                extra_state=extra_state,
-                extra_state_given=extra_state_given,
-                if_match=if_match,
-            )
+        save = {
+            "actor": actor,
+            "thread_id": thread_id,
+            "agent_code": agent_code,
+            "context": context,
+            "extra_state": extra_state,
+            "extra_state_given": extra_state_given,
+            "if_match": if_match,
+        }
+        result = _append_in_one_statement(**save) if connection.vendor == "postgresql" else None
         counters = {"rewrite": False, "archived": 0}
         if result is None:
-            result, counters = _save(
-                actor=actor,
-                thread_id=thread_id,
-                agent_code=agent_code,
-                context=context,
-                extra_state=extra_state,
-                extra_state_given=extra_state_given,
-                if_match=if_match,
-            )
+            result, counters = _save(**save)
     except Exception:
         BLOCK_PERSIST_FAIL.inc()
         raise
