@@ -1,6 +1,7 @@
-"""OpenAPI description of our authentication (loaded by the app config)."""
+"""OpenAPI description of our authentication and of rules across fields (loaded by the app config)."""
 
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerExtension
+from drf_spectacular.plumbing import get_class
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
@@ -12,6 +13,25 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
             {"type": "http", "scheme": "bearer", "description": "An API key: `Authorization: Bearer ma_…`"},
             {"type": "apiKey", "in": "header", "name": "X-Api-Key", "description": "The same key in `X-Api-Key`."},
         ]
+
+
+class SchemaKeywordsExtension(OpenApiSerializerExtension):
+    """A serializer's `openapi_keywords` (e.g. `anyOf` for "name, spec or both") join its schema.
+
+    Serializers describe fields one by one; a rule across fields that the service
+    enforces must be in the schema too, or clients (and the fuzz test) send what is refused.
+    """
+
+    target_class = "rest_framework.serializers.Serializer"
+    match_subclasses = True
+
+    @classmethod
+    def _matches(cls, target) -> bool:
+        return super()._matches(target) and hasattr(get_class(target), "openapi_keywords")
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        return {**schema, **self.target.openapi_keywords}
 
 
 ERROR_SCHEMA = {

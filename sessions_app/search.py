@@ -39,27 +39,40 @@ from memoryadmin.errors import InvalidInput
 from .models import Block
 
 QUERY_MAX = 200
+OWNER_MAX = 150  # a username
+AGENT_MAX = 64  # an agent code
 PAGE_SIZE = 50
 PAGE_SIZE_MAX = 200
 BEFORE_MAX = 10**18 - 1
 SNIPPET_RADIUS = 120
 ROLES = tuple(Block.Role.values)
 WORD_RE = re.compile(r"\w+", re.UNICODE)
+DAY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 FTS_TABLE = "sessions_app_block_fts"
 
 
 def _parse_day(value: Any, name: str) -> date | None:
-    value = (value or "").strip() if isinstance(value, str) else value
+    """YYYY-MM-DD, or empty (a form's blank field) for none; fromisoformat alone would also take 20240131 or weeks."""
     if not value:
         return None
     try:
+        if not isinstance(value, str) or not DAY_RE.fullmatch(value):
+            raise ValueError(value)
         return date.fromisoformat(value)
-    except (TypeError, ValueError):
+    except ValueError:
         raise InvalidInput(f"{name} must be a date (YYYY-MM-DD).", fields={name: ["must be a date (YYYY-MM-DD)."]}) from None
 
 
 def _day_start(day: date) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def _text_param(params: Mapping[str, Any], name: str, limit: int) -> str:
+    """A text filter, trimmed; longer than `limit` as sent is a 400 (a cut filter would match something else)."""
+    value = params.get(name) or ""
+    if len(value) > limit:
+        raise InvalidInput(f"{name} is longer than {limit} characters.", fields={name: [f"at most {limit} characters."]})
+    return value.strip()
 
 
 @dataclass(frozen=True)
@@ -76,20 +89,19 @@ class MessageQuery:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], *, agent_param: str = "agent") -> "MessageQuery":
-        q = (params.get("q") or "").strip()
-        if len(q) > QUERY_MAX:
-            raise InvalidInput(f"q is longer than {QUERY_MAX} characters.", fields={"q": [f"at most {QUERY_MAX} characters."]})
-        role = (params.get("role") or "").strip()
+        q = _text_param(params, "q", QUERY_MAX)
+        # Exactly as the page's selects send them; empty is "any" (role) or "all" (archived).
+        role = params.get("role") or ""
         if role and role not in ROLES:
             raise InvalidInput(f"role must be one of {', '.join(ROLES)}.", fields={"role": [f"must be one of {', '.join(ROLES)}."]})
-        archived = (params.get("archived") or "all").strip().lower()
+        archived = params.get("archived") or "all"
         if archived not in ("all", "false", "true"):
             raise InvalidInput("archived must be all, false or true.", fields={"archived": ["must be all, false or true."]})
         # A range that ends before it starts is not an error: it matches nothing.
         since = _parse_day(params.get("since"), "since")
         until = _parse_day(params.get("until"), "until")
-        owner = (params.get("owner") or "").strip()[:150]
-        agent = (params.get(agent_param) or "").strip()[:64]
+        owner = _text_param(params, "owner", OWNER_MAX)
+        agent = _text_param(params, agent_param, AGENT_MAX)
         for name, value in (("q", q), ("owner", owner), (agent_param, agent)):
             if "\x00" in value:
                 raise InvalidInput(f"{name} holds a NUL character.", fields={name: ["holds a NUL character."]})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -25,6 +26,17 @@ from . import selectors, turns
 from .models import Thread, Turn
 
 
+def _form_number(text: str) -> Any:
+    """A number typed into a form field; anything else stays text, for the service to refuse by name."""
+    text = text.strip()
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 @require_GET
 @login_required
 def context_preview_page(request: HttpRequest, thread_id: str) -> HttpResponse:
@@ -40,8 +52,9 @@ def context_preview_page(request: HttpRequest, thread_id: str) -> HttpResponse:
     if form["budget"]:
         try:
             preview = turns.context_preview(
-                actor=request.user, thread_id=thread.thread_id, budget=form["budget"],
-                namespace=form["namespace"] or None, query=form["query"] or None, min_score=form["min_score"] or None,
+                actor=request.user, thread_id=thread.thread_id, budget=_form_number(form["budget"]),
+                namespace=form["namespace"].strip() or None,
+                query=form["query"] or None, min_score=_form_number(form["min_score"]) if form["min_score"] else None,
             )
         except InvalidInput as exc:
             # The form shows the error beside its field instead of an error page.

@@ -316,8 +316,6 @@ PREVIEW_MEMORY_LIMIT = 5
 
 
 def _preview_budget(value: Any) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= PREVIEW_BUDGET_MAX:
         raise InvalidInput(
             f"budget must be an integer between 1 and {PREVIEW_BUDGET_MAX}.",
@@ -327,13 +325,8 @@ def _preview_budget(value: Any) -> int:
 
 
 def _preview_min_score(value: Any) -> float:
-    if value is None or value == "":
+    if value is None:
         return DEFAULT_MIN_SCORE
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            value = None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise InvalidInput("min_score must be a number between 0 and 1.", fields={"min_score": ["must be a number between 0 and 1."]})
     return float(value)
@@ -347,17 +340,23 @@ def context_preview(
     The memory comes from the store search the actor may make (best `score`
     first, PREVIEW_MEMORY_LIMIT items), the history from the thread's active
     context; `build_context` (memoryadmin.integrations.context) decides the rest,
-    the same function agents call. Every parameter is checked before any query.
+    the same function agents call. Every parameter is checked before any query,
+    as JSON types (the page turns its form's text into them): a budget that is
+    not an integer, a query that is not a string, or a query without a namespace
+    to search is a 400 naming the field.
     """
     budget = _preview_budget(budget)
     min_score = _preview_min_score(min_score)
-    if isinstance(namespace, str):
-        namespace = namespace_from_path(namespace.strip(), field="namespace")
+    if query is not None and not isinstance(query, str):
+        raise InvalidInput("query must be a string.", fields={"query": ["must be a string."]})
     search = None
-    if namespace:
+    if isinstance(namespace, str):
+        namespace = namespace_from_path(namespace, field="namespace")
+    elif namespace is not None:
         namespace = namespace_validate(namespace, field="namespace")
+    if namespace:
         search = store_search_validate(namespace_prefix=namespace, query=query or None, limit=PREVIEW_MEMORY_LIMIT)
-    elif query not in (None, ""):
+    elif query:
         raise InvalidInput("query needs a namespace to search.", fields={"namespace": ["required with a query."]})
     state = thread_agent_state(actor=actor, thread_id=thread_id)
     memories = []

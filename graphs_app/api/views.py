@@ -68,7 +68,9 @@ class GraphListView(APIView):
         parameters=[
             OpenApiParameter("q", str, description="text in the name"),
             OpenApiParameter("owner", str, description="username (operators and admins)"),
-            OpenApiParameter("limit", int),
+            OpenApiParameter(
+                "limit", {"type": "integer", "minimum": 1, "maximum": UpdatedCursorPagination.max_page_size}, description="default 50"
+            ),
             OpenApiParameter("cursor", str),
         ],
         responses=s.GraphSummarySerializer(many=True),

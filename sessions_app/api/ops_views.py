@@ -18,6 +18,10 @@ from .. import export, search
 THREAD_ID = OpenApiParameter("thread_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="1..64 of [A-Za-z0-9_.:@$-]")
 
 
+# The search page's form sends its blank date fields as "", which the API takes as well.
+DAY_OR_EMPTY = {"oneOf": [{"type": "string", "format": "date"}, {"type": "string", "maxLength": 0}]}
+
+
 class SearchHitSerializer(serializers.Serializer):
     thread_id = serializers.CharField()
     owner = serializers.CharField()
@@ -61,12 +65,14 @@ class MessageSearchView(APIView):
                 required=True,
                 description="words that must all occur (PostgreSQL: web-search syntax)",
             ),
-            OpenApiParameter("owner", {"type": "string", "maxLength": 150}, description="username (operators and admins)"),
-            OpenApiParameter("agent_code", {"type": "string", "maxLength": 64}),
-            OpenApiParameter("role", str, enum=list(search.ROLES)),
-            OpenApiParameter("archived", str, enum=["all", "false", "true"], description="default all"),
-            OpenApiParameter("since", OpenApiTypes.DATE),
-            OpenApiParameter("until", OpenApiTypes.DATE, description="inclusive"),
+            OpenApiParameter(
+                "owner", {"type": "string", "maxLength": search.OWNER_MAX}, description="username (operators and admins)"
+            ),
+            OpenApiParameter("agent_code", {"type": "string", "maxLength": search.AGENT_MAX}),
+            OpenApiParameter("role", str, enum=["", *search.ROLES], description="empty or absent: any role"),
+            OpenApiParameter("archived", str, enum=["", "all", "false", "true"], description="default (and empty) all"),
+            OpenApiParameter("since", DAY_OR_EMPTY, description="YYYY-MM-DD; empty or absent: no bound"),
+            OpenApiParameter("until", DAY_OR_EMPTY, description="YYYY-MM-DD, inclusive; empty or absent: no bound"),
             OpenApiParameter(
                 "before",
                 {"type": "integer", "minimum": 0, "maximum": search.BEFORE_MAX},

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from memoryadmin.integrations.context import DEFAULT_MIN_SCORE
+from store_app.api.serializers import LABEL_PATTERN, NAMESPACE_HELP
+from store_app.matching import MAX_QUERY_CHARS
+from store_app.namespaces import MAX_DEPTH
 
 from .. import turns
 from .views import THREAD_ID, _body
@@ -132,13 +137,43 @@ class TurnRestartView(APIView):
         return Response({"restarted": True, "seq": turn.seq, "question": turn.question})
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "array", "maxItems": MAX_DEPTH, "items": {"type": "string", "pattern": LABEL_PATTERN}},
+            {"type": "string", "pattern": rf"^(?:[^.\x00]+(?:\.[^.\x00]+){{0,{MAX_DEPTH - 1}}})?$"},
+        ],
+        "nullable": True,
+        "description": "store namespace prefix to draw memories from: a list of labels or the dotted form "
+        '("" is none). ' + NAMESPACE_HELP,
+    }
+)
+class PreviewNamespaceField(serializers.JSONField):
+    pass
+
+
 class ContextPreviewInSerializer(serializers.Serializer):
+    # A query needs a namespace to search: either a non-empty namespace, or no query at all.
+    openapi_keywords = {
+        "anyOf": [
+            {
+                "required": ["namespace"],
+                "properties": {"namespace": {"oneOf": [{"type": "array", "minItems": 1}, {"type": "string", "minLength": 1}]}},
+            },
+            {"properties": {"query": {"type": "string", "maxLength": 0, "nullable": True}}},
+        ]
+    }
+
     budget = serializers.IntegerField(min_value=1, max_value=turns.PREVIEW_BUDGET_MAX, help_text="tokens the model may receive")
-    namespace = serializers.ListField(
-        child=serializers.CharField(), required=False, help_text="store namespace prefix to draw memories from"
+    namespace = PreviewNamespaceField(required=False, allow_null=True)
+    query = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, trim_whitespace=False, max_length=MAX_QUERY_CHARS,
+        help_text="ranks the memories (needs a namespace)",
     )
-    query = serializers.CharField(required=False, help_text="ranks the memories (needs a namespace)")
-    min_score = serializers.FloatField(required=False, min_value=0, max_value=1, help_text="memories scoring less are left out")
+    min_score = serializers.FloatField(
+        required=False, allow_null=True, min_value=0, max_value=1,
+        help_text=f"memories scoring less are left out (default {DEFAULT_MIN_SCORE})",
+    )
 
 
 class ContextMessageSerializer(serializers.Serializer):

@@ -16,11 +16,6 @@ schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
 # NUL characters are refused by design (PostgreSQL cannot store them) and tested on
 # their own; generating them everywhere would only re-test that one rule.
 schema.config.generation.update(allow_x00=False)
-# Known disagreements between these operations' schemas and their validation, not yet
-# reconciled (listed in docs/operations.md "Fuzzing"): they are left out until they are.
-schema = schema.exclude(path_regex=r"^/api/v1/graphs").exclude(path="/api/v1/search/messages").exclude(
-    path_regex=r"/context-preview$"
-)
 
 
 @pytest.fixture(autouse=True)

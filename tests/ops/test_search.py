@@ -210,6 +210,29 @@ def test_the_api_refuses_bad_input_and_anonymous_callers(alice_api, anon_api):
     }
 
 
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"owner": "b" * 151}, "owner"),  # cut to 150, it would match another user's name
+        ({"agent_code": "a" * 65}, "agent_code"),
+        ({"role": " user"}, "role"),
+        ({"archived": "TRUE"}, "archived"),
+        ({"since": "20240131"}, "since"),
+        ({"until": "2024-W05-3"}, "until"),
+    ],
+)
+def test_the_api_takes_filters_exactly_as_its_schema_says(alice_api, params, field):
+    response = alice_api.get("/api/v1/search/messages", {"q": "x", **params})
+    assert response.status_code == 400 and field in response.json()["errors"]
+
+
+def test_empty_filters_are_absent_ones(corpus, alice_api):
+    # As the page's form sends them: a blank role, archived, since or until filters nothing.
+    everything = alice_api.get("/api/v1/search/messages", {"q": "kyoto"}).json()
+    blank = alice_api.get("/api/v1/search/messages", {"q": "kyoto", "role": "", "archived": "", "since": "", "until": ""})
+    assert blank.status_code == 200 and blank.json() == everything
+
+
 @pytest.mark.parametrize("rows", [5, 50])
 def test_the_api_takes_the_same_queries_at_any_size(alice, alice_api, rows, django_assert_num_queries):
     save(alice, "a", [{"role": "user", "content": f"needle {i}"} for i in range(rows)])

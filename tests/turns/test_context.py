@@ -139,11 +139,26 @@ def test_the_api_filters_memories_by_min_score(alice_api, thread):
         ({"budget": 100, "namespace": ["a.b"]}, "namespace"),
         ({"budget": 100, "query": "tea"}, "namespace"),
         ({"budget": 100, "namespace": ["mem"], "query": 5}, "query"),
+        # JSON types, as the schema says: the page turns its form's text into them, the API does not.
+        ({"budget": "100"}, "budget"),
+        ({"budget": True}, "budget"),
+        ({"budget": 100, "min_score": "0.5"}, "min_score"),
+        ({"budget": 100, "namespace": ["mem"], "query": 0}, "query"),
+        ({"budget": 100, "namespace": [], "query": "tea"}, "namespace"),
+        ({"budget": 100, "namespace": "a..b"}, "namespace"),
     ],
 )
 def test_the_api_rejects_bad_input_naming_the_field(alice_api, thread, body, field):
     response = alice_api.post(URL, body, format="json")
     assert response.status_code == 400 and field in response.json()["errors"]
+
+
+@pytest.mark.django_db
+def test_the_api_takes_the_namespace_in_its_dotted_form_too(alice_api, thread):
+    dotted = alice_api.post(URL, {"budget": 1000, "namespace": "mem.alice", "query": "green tea", "min_score": 0}, format="json")
+    listed = alice_api.post(URL, {"budget": 1000, "namespace": ["mem", "alice"], "query": "green tea", "min_score": 0}, format="json")
+    assert dotted.status_code == 200 and dotted.json()["messages"] == listed.json()["messages"]
+    assert dotted.json()["namespace"] == ["mem", "alice"]
 
 
 @pytest.mark.django_db
@@ -175,6 +190,8 @@ def test_the_page_names_a_bad_field(client, alice, thread):
     login_client(client, alice)
     page = client.get("/threads/c1/context/", {"budget": "-3"})
     assert page.status_code == 400 and "budget:" in page.content.decode()
+    for params in ({"budget": "1.5"}, {"budget": "many"}, {"budget": "100", "min_score": "high"}):
+        assert client.get("/threads/c1/context/", params).status_code == 400
 
 
 @pytest.mark.django_db
