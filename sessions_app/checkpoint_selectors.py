@@ -14,6 +14,7 @@ The server never decodes a blob: it reads envelopes as plain JSON for display.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -532,6 +533,17 @@ def checkpoint_get(*, actor, thread_id: str, checkpoint_id: str | None = None, c
     """One checkpoint with its pending writes: by id, or the latest of the namespace; 404 if none."""
     thread = thread_get_for_read(actor=actor, thread_id=thread_id)
     return checkpoint_get_in(thread=thread, checkpoint_id=checkpoint_id, checkpoint_ns=checkpoint_ns)
+
+
+def checkpoint_etag(checkpoint: Checkpoint) -> str:
+    """A strong entity tag of one checkpoint, for If-Match on its replacement.
+
+    It changes whenever the checkpoint is replaced in place (PUT, or a POST with
+    its id), since that saves the row and so moves updated_at; pending writes
+    stored against it leave it as it is (a replacement does not touch them).
+    """
+    version = f"checkpoint:{checkpoint.pk}:{checkpoint.updated_at.isoformat()}"
+    return '"' + hashlib.sha256(version.encode()).hexdigest()[:24] + '"'
 
 
 def checkpoint_get_in(*, thread: Thread, checkpoint_id: str | None = None, checkpoint_ns: str = "") -> Checkpoint:

@@ -30,12 +30,13 @@ from django.utils import timezone
 
 from memoryadmin import roles
 from memoryadmin.audit import audit_record
-from memoryadmin.errors import Conflict, Forbidden, InvalidInput, NotFound
+from memoryadmin.errors import Conflict, Forbidden, InvalidInput, NotFound, PreconditionFailed
 from memoryadmin.jsoncheck import text_storable
 
 from .checkpoint_selectors import (
     WRITES_IDX_MAP,
     checkpoint_as_dict,
+    checkpoint_etag,
     checkpoint_id_validate,
     checkpoint_ns_validate,
     checkpoints_of,
@@ -44,7 +45,13 @@ from .checkpoint_selectors import (
     nodes_run,
 )
 from .models import Checkpoint, CheckpointWrite, Thread
-from .selectors import thread_get_for_admin, thread_get_for_owner_or_admin, thread_get_for_read, thread_id_validate
+from .selectors import (
+    etag_matches,
+    thread_get_for_admin,
+    thread_get_for_owner_or_admin,
+    thread_get_for_read,
+    thread_id_validate,
+)
 
 NODE_ID_MAX = 255
 TASK_ID_MAX = 255
@@ -216,6 +223,7 @@ class PutResult:
     checkpoint_ns: str
     checkpoint_id: str
     created: bool
+    etag: str = ""  # the checkpoint's ETag once written (an HTTP header, not part of the body)
 
     def as_dict(self) -> dict[str, str]:
         return {"thread_id": self.thread_id, "checkpoint_ns": self.checkpoint_ns, "checkpoint_id": self.checkpoint_id}
@@ -283,17 +291,30 @@ def checkpoint_put(*, actor, thread_id: str, data: CheckpointInput, checkpoint_i
 
 
 @transaction.atomic
-def checkpoint_replace(*, actor, thread_id: str, checkpoint_id: str, data: CheckpointInput) -> PutResult:
+def checkpoint_replace(
+    *, actor, thread_id: str, checkpoint_id: str, data: CheckpointInput, if_match: str | None = None
+) -> PutResult:
     """Replace a checkpoint in place (PUT /threads/{id}/checkpoints/{checkpoint_id}).
 
     Seed 000's put with an id: the checkpoint keeps its position in the history;
-    an id (or thread) that does not exist is a 404 and nothing is written.
+    an id (or thread) that does not exist is a 404 and nothing is written. With
+    `if_match` (an HTTP If-Match value) the replacement happens only if the
+    checkpoint still has that ETag (`*`: if it exists), else a 412 and nothing is
+    written: the optimistic concurrency of the agent-state save, per checkpoint.
+    The thread's row lock (taken first) orders the check and the write against
+    every other write to the thread.
     """
     checkpoint_id_validate(checkpoint_id)
     thread, _ = _thread_for_write(actor=actor, thread_id=thread_id, action="checkpoint.replace", create=False)
     existing = Checkpoint.objects.filter(
         thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id
     ).first()
+    if if_match is not None and not etag_matches(if_match, None if existing is None else checkpoint_etag(existing)):
+        raise PreconditionFailed(
+            "The checkpoint changed since you read it, or does not exist (If-Match does not match its ETag); "
+            "read it again.",
+            fields={"If-Match": ["does not match the checkpoint's current ETag."]},
+        )
     if existing is None:
         raise NotFound(f"Checkpoint {checkpoint_id!r} does not exist in thread {thread_id!r}; nothing was written.")
     fields = _fields(thread, data)
@@ -301,7 +322,7 @@ def checkpoint_replace(*, actor, thread_id: str, checkpoint_id: str, data: Check
         setattr(existing, name, value)
     existing.save(update_fields=[*fields, "updated_at"])
     _touch(thread)
-    return PutResult(thread.thread_id, data.checkpoint_ns, checkpoint_id, created=False)
+    return PutResult(thread.thread_id, data.checkpoint_ns, checkpoint_id, created=False, etag=checkpoint_etag(existing))
 
 
 @dataclass(frozen=True)

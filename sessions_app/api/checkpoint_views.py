@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -27,6 +27,9 @@ CHECKPOINT_ID = OpenApiParameter(
 )
 NS_QUERY = OpenApiParameter("checkpoint_ns", NS_SCHEMA, description='namespace; "" (root) when absent')
 NS_QUERY_LIST = OpenApiParameter("checkpoint_ns", NS_SCHEMA, description="namespace; every namespace when absent")
+CHECKPOINT_ETAG = OpenApiParameter(
+    "ETag", str, OpenApiParameter.HEADER, description="the checkpoint's version, for If-Match on PUT", response=[200]
+)
 
 
 class JsonQueryAutoSchema(AutoSchema):
@@ -130,19 +133,21 @@ class CheckpointListView(APIView):
 
 
 class CheckpointLatestView(APIView):
-    @extend_schema(parameters=[THREAD_ID, NS_QUERY], responses=s.CheckpointSerializer, summary="The latest checkpoint")
+    @extend_schema(
+        parameters=[THREAD_ID, NS_QUERY, CHECKPOINT_ETAG], responses=s.CheckpointSerializer, summary="The latest checkpoint"
+    )
     def get(self, request: Request, thread_id: str) -> Response:
         checkpoint = cs.checkpoint_get(
             actor=request.user,
             thread_id=thread_id,
             checkpoint_ns=cs.checkpoint_ns_validate(request.query_params.get("checkpoint_ns")),
         )
-        return Response(cs.checkpoint_as_dict(checkpoint))
+        return Response(cs.checkpoint_as_dict(checkpoint), headers={"ETag": cs.checkpoint_etag(checkpoint)})
 
 
 class CheckpointDetailView(APIView):
     @extend_schema(
-        parameters=[THREAD_ID, CHECKPOINT_ID, NS_QUERY],
+        parameters=[THREAD_ID, CHECKPOINT_ID, NS_QUERY, CHECKPOINT_ETAG],
         responses=s.CheckpointSerializer,
         operation_id="threads_checkpoints_retrieve",
         summary="One checkpoint",
@@ -154,12 +159,26 @@ class CheckpointDetailView(APIView):
             checkpoint_id=checkpoint_id,
             checkpoint_ns=cs.checkpoint_ns_validate(request.query_params.get("checkpoint_ns")),
         )
-        return Response(cs.checkpoint_as_dict(checkpoint))
+        return Response(cs.checkpoint_as_dict(checkpoint), headers={"ETag": cs.checkpoint_etag(checkpoint)})
 
     @extend_schema(
-        parameters=[THREAD_ID, CHECKPOINT_ID],
+        parameters=[
+            THREAD_ID,
+            CHECKPOINT_ID,
+            CHECKPOINT_ETAG,
+            OpenApiParameter(
+                "If-Match",
+                str,
+                OpenApiParameter.HEADER,
+                description="replace only if the checkpoint still has this ETag (from a GET or a previous PUT); "
+                "`*`: only if it exists; else 412",
+            ),
+        ],
         request=s.CheckpointReplaceSerializer,
-        responses=s.CheckpointRefSerializer,
+        responses={
+            200: s.CheckpointRefSerializer,
+            412: OpenApiResponse(description="the checkpoint changed since the ETag given in If-Match, or is gone; nothing written"),
+        },
         summary="Replace a checkpoint in place (404 if the id does not exist)",
         description="A `checkpoint_id` in the body, if any, must be the one in the path.",
     )
@@ -172,9 +191,13 @@ class CheckpointDetailView(APIView):
                 fields={"checkpoint_id": ["differs from the path."]},
             )
         result = svc.checkpoint_replace(
-            actor=request.user, thread_id=thread_id, checkpoint_id=checkpoint_id, data=_put_input(data)
+            actor=request.user,
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            data=_put_input(data),
+            if_match=request.headers.get("If-Match"),
         )
-        return Response(result.as_dict())
+        return Response(result.as_dict(), headers={"ETag": result.etag})
 
 
 class CheckpointWritesView(APIView):
