@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import orjson
 from django.conf import settings
 from rest_framework.exceptions import ParseError
@@ -13,7 +15,7 @@ _fallback = JSONEncoder()
 
 
 class ORJSONParser(BaseParser):
-    """Strict JSON: NaN, Infinity and integers beyond 64 bits are refused with a 400."""
+    """Strict JSON: NaN and Infinity are refused with a 400 (integers beyond 64 bits are read as floats)."""
 
     media_type = "application/json"
 
@@ -38,4 +40,13 @@ class ORJSONRenderer(BaseRenderer):
         option = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS
         if settings.DEBUG:
             option |= orjson.OPT_INDENT_2
-        return orjson.dumps(data, default=_fallback.default, option=option)
+        try:
+            return orjson.dumps(data, default=_fallback.default, option=option)
+        except orjson.JSONEncodeError:
+            # orjson writes integers of at most 64 bits. PostgreSQL's jsonb keeps a number's
+            # digits, so a float such as 1e20 sent in is read back as the integer
+            # 100000000000000000000: the standard encoder writes it (and anything it cannot
+            # write is still an error).
+            indent = 2 if settings.DEBUG else None
+            separators = None if settings.DEBUG else (",", ":")
+            return json.dumps(data, cls=JSONEncoder, ensure_ascii=False, indent=indent, separators=separators).encode()
