@@ -149,6 +149,29 @@ class TextScore(_StoreFunc):
         return f"ma_store_text_score({column}, %s)", [*params, _json(list(self.terms))]
 
 
+class ScopedFirst(_StoreFunc):
+    """True for the rows the `scope` queryset selects, which PostgreSQL computes first.
+
+    `id = ANY(ARRAY(scope))`: the scope runs once, on its own indexes, before the
+    outer query looks at a single row, so the outer filter (a common value in the
+    GIN index on value, a text query) only reads what the scope kept. Without it
+    the planner can start from the filter's index when it overestimates the scope
+    (a namespace written since the last ANALYZE sits past the histogram's end).
+    PostgreSQL only: SQLite has no such index to be drawn to.
+    """
+
+    output_field = BooleanField()
+
+    def __init__(self, scope, expression: Any = "pk"):
+        super().__init__(F(expression) if isinstance(expression, str) else expression)
+        self.scope = scope.order_by().values("pk")
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        column, params = self._column(compiler)
+        scope_sql, scope_params = self.scope.query.get_compiler(connection=connection).as_sql()
+        return f"({column} = ANY(ARRAY({scope_sql})))", [*params, *scope_params]
+
+
 class NamespaceHead(_StoreFunc):
     """The first `depth` labels of a dotted path (the whole path when depth is None).
 

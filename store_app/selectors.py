@@ -10,13 +10,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import EmptyResultSet
+from django.db import connections
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from memoryadmin import roles
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
 
-from .expressions import NamespaceHead, NamespaceLabel, TextMatch, TextScore, ValueFilter, conditions_spec
+from .expressions import (
+    NamespaceHead,
+    NamespaceLabel,
+    ScopedFirst,
+    TextMatch,
+    TextScore,
+    ValueFilter,
+    conditions_spec,
+)
 from .matching import filter_validate, query_terms
 from .models import StoreItem
 from .namespaces import (
@@ -51,6 +61,10 @@ def int_param(value: Any, *, field: str, default: int, minimum: int = 0, maximum
         bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
         raise InvalidInput(f"{field} must be {bound}.", fields={field: [f"must be {bound}."]})
     return value
+
+
+def _is_postgresql(qs) -> bool:
+    return connections[qs.db].vendor == "postgresql"
 
 
 def _readable(item: StoreItem, actor, action: str) -> StoreItem:
@@ -117,6 +131,13 @@ def store_item_search(
     keeps PostgreSQL from pushing the top-N sort into its parallel workers).
     """
     qs = StoreItem.objects.visible_to(actor).live(now).under(request.namespace_prefix)
+    if request.namespace_prefix and (request.has_filter or request.terms) and _is_postgresql(qs):
+        # The subtree first, then the filter or the query over it: a subtree is
+        # usually one tenant's data, while the GIN indexes over the whole store
+        # can match hundreds of thousands of rows for a common value (the cost
+        # is a subtree's worth of ids when one prefix holds most of the store).
+        # Without a prefix the GIN index is the way in and stays so.
+        qs = StoreItem.objects.filter(ScopedFirst(qs))
     if with_owner:
         qs = qs.select_related("owner")
     if request.has_filter:
@@ -211,28 +232,111 @@ class NamespaceNode:
 def store_namespace_children(
     *, actor, namespace: Namespace = (), limit: int = 500, offset: int = 0, now=None
 ) -> tuple[list[NamespaceNode], bool]:
-    """The next level under `namespace` with item counts, in one grouped query.
+    """The next level under `namespace` with item counts, in one query.
 
-    This is list_namespaces with max_depth = depth + 1, counted: one row per
-    child label, whatever the number of items below. Returns a page of nodes
-    (`offset`, `limit`) and whether more children follow.
+    This is list_namespaces with max_depth = depth + 1, counted: one node per
+    child label, in code point order. Returns a page of nodes (`offset`,
+    `limit`) and whether more children follow. On PostgreSQL the cost follows
+    the number of children, and items are counted for the page's children only
+    (see `_CHILDREN_SQL`); SQLite groups the subtree's items.
     """
     depth = len(namespace)
-    rows = list(
-        StoreItem.objects.visible_to(actor)
-        .live(now)
-        .under(namespace)
-        .filter(depth__gt=depth)
-        .annotate(label=NamespaceLabel(depth + 1))
-        .values("label")
-        .annotate(items=Count("id"), deepest=Max("depth"))
-        .order_by("label")[offset : offset + limit + 1]
-    )
+    qs = StoreItem.objects.visible_to(actor).live(now)
+    if _is_postgresql(qs):
+        rows = _children_postgresql(qs, namespace, limit=limit, offset=offset)
+    else:
+        rows = [
+            (row["label"], row["items"], row["deepest"])
+            for row in qs.under(namespace)
+            .filter(depth__gt=depth)
+            .annotate(label=NamespaceLabel(depth + 1))
+            .values("label")
+            .annotate(items=Count("id"), deepest=Max("depth"))
+            .order_by("label")[offset : offset + limit + 1]
+        ]
     nodes = [
-        NamespaceNode(namespace=(*namespace, row["label"]), items=row["items"], has_children=row["deepest"] > depth + 1)
-        for row in rows[:limit]
+        NamespaceNode(namespace=(*namespace, label), items=items, has_children=deepest > depth + 1)
+        for label, items, deepest in rows[:limit]
     ]
     return nodes, len(rows) > limit
+
+
+# The next level of the tree on PostgreSQL, as one statement in three parts.
+# `walk` is a loose index scan of the namespace_path pattern-ops index (the
+# owner's composite one for a member): from one child's first path it jumps
+# past that child's subtree (to head || '/', since '/' follows '.') with one
+# index probe, so it reads a row or two per child however many items each
+# holds. A path equal to the child itself (items at the child's own level) is
+# stepped over first, because paths of a longer label ("a-b.x") sort between
+# "a" and "a.x"; DISTINCT merges a child met twice that way. `page` puts the
+# children in code point order (~<~ compares bytes, and UTF-8 keeps code point
+# order; a COLLATE "C" instead would keep `counts` off the index, whose
+# collation is the database's) and keeps one page plus one row. `counts` counts the live
+# visible items of each child of that page only, over the range [head,
+# head/), which holds the child's subtree and the few paths of longer labels
+# the filter drops. {visible} is the caller's visibility and liveness filter
+# compiled from the queryset, so ownership stays decided by
+# StoreItem.objects.visible_to().
+_CHILDREN_PROBE = (
+    "(SELECT namespace_path::text FROM store_app_storeitem WHERE namespace_path::text {op} {bound}{upper}"
+    " AND {visible} ORDER BY namespace_path::text USING ~<~ LIMIT 1)"
+)
+_CHILDREN_HEAD = "(%s || split_part(substr({path}, %s), '.', 1))"
+_CHILDREN_SQL = """
+WITH RECURSIVE walk(path) AS (
+    SELECT {first}
+  UNION ALL
+    SELECT CASE WHEN walk.path = {head} THEN {past_head} ELSE {past_subtree} END
+    FROM walk WHERE walk.path IS NOT NULL
+),
+page AS (
+    SELECT DISTINCT {page_head} AS head FROM walk
+    WHERE walk.path IS NOT NULL ORDER BY 1 USING ~<~ OFFSET %s LIMIT %s
+)
+SELECT page.head, counts.items, counts.deepest
+FROM page CROSS JOIN LATERAL (
+    SELECT count(*) AS items, max(depth) AS deepest FROM store_app_storeitem
+    WHERE namespace_path::text ~>=~ page.head AND namespace_path::text ~<~ (page.head || '/')
+      AND (namespace_path::text = page.head OR namespace_path::text ~>=~ (page.head || '.'))
+      AND {visible}
+) AS counts
+ORDER BY page.head USING ~<~
+"""
+
+
+def _children_postgresql(qs, namespace: Namespace, *, limit: int, offset: int) -> list[tuple[str, int, int]]:
+    """(label, items, deepest) of a page of children plus one row, by `_CHILDREN_SQL`."""
+    connection = connections[qs.db]
+    try:
+        visible, visible_params = qs.query.get_compiler(connection=connection).compile(qs.query.where)
+    except EmptyResultSet:
+        return []
+    visible, visible_params = visible or "TRUE", list(visible_params)
+    path = namespace_to_path(namespace)
+    low = path + SEPARATOR if namespace else ""
+    upper, upper_params = (" AND namespace_path::text ~<~ %s", [path + "/"]) if namespace else ("", [])
+
+    def probe(op: str, bound: str, bound_params: list) -> tuple[str, list]:
+        sql = _CHILDREN_PROBE.format(op=op, bound=bound, upper=upper, visible=visible)
+        return sql, [*bound_params, *upper_params, *visible_params]
+
+    head_params = [low, len(low) + 1]
+    head = _CHILDREN_HEAD.format(path="walk.path")
+    first, first_params = probe("~>=~", "%s", [low])
+    past_head, past_head_params = probe("~>~", head, head_params)
+    past_subtree, past_subtree_params = probe("~>=~", f"({head} || '/')", head_params)
+    sql = _CHILDREN_SQL.format(
+        first=first, head=head, past_head=past_head, past_subtree=past_subtree, page_head=head, visible=visible
+    )
+    params = [
+        *first_params,
+        *head_params, *past_head_params, *past_subtree_params,
+        *head_params, offset, limit + 1,
+        *visible_params,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [(head[len(low):], items, deepest) for head, items, deepest in cursor.fetchall()]
 
 
 def store_namespace_count(*, actor, namespace: Namespace, now=None) -> dict[str, int]:
