@@ -771,7 +771,9 @@ def threads_as_langgraph(threads: list[Thread]) -> list[dict[str, Any]]:
     latest_ids = [thread.latest_checkpoint for thread in threads if thread.latest_checkpoint]
     latest = {}
     if latest_ids:
-        rows = attach_writes(list(Checkpoint.objects.filter(pk__in=latest_ids).defer("metadata")))
+        # By thread as well as by id: each row is looked up in its own thread's partition.
+        in_threads = [thread.pk for thread in threads if thread.latest_checkpoint]
+        rows = attach_writes(list(Checkpoint.objects.filter(thread_id__in=in_threads, pk__in=latest_ids).defer("metadata")))
         latest = {row.pk: row for row in rows}
     out = []
     for thread in threads:

@@ -285,7 +285,7 @@ def checkpoint_put(*, actor, thread_id: str, data: CheckpointInput, checkpoint_i
     else:
         for name, value in fields.items():
             setattr(existing, name, value)
-        existing.save(update_fields=[*fields, "updated_at"])
+        existing.save_in_thread([*fields, "updated_at"])
     _touch(thread)
     return PutResult(thread.thread_id, data.checkpoint_ns, checkpoint_id, created=existing is None)
 
@@ -320,7 +320,7 @@ def checkpoint_replace(
     fields = _fields(thread, data)
     for name, value in fields.items():
         setattr(existing, name, value)
-    existing.save(update_fields=[*fields, "updated_at"])
+    existing.save_in_thread([*fields, "updated_at"])
     _touch(thread)
     return PutResult(thread.thread_id, data.checkpoint_ns, checkpoint_id, created=False, etag=checkpoint_etag(existing))
 

@@ -55,7 +55,46 @@ class Thread(models.Model):
         return self.thread_id
 
 
-class Block(models.Model):
+class ThreadScoped(models.Model):
+    """A row that lives in one thread: what partitioning or distributing by thread needs.
+
+    Every statement about such a row names its thread, so a table hash-partitioned
+    (or distributed) by `thread_id` answers it from one partition (docs/scaling.md).
+    """
+
+    class Meta:
+        abstract = True
+
+    def save_in_thread(self, update_fields: list[str]) -> None:
+        """Write these fields of this row, found by its thread and its id (not by id alone)."""
+        values = {}
+        for name in update_fields:
+            field = self._meta.get_field(name)
+            if getattr(field, "auto_now", False):
+                setattr(self, field.attname, timezone.now())
+            values[field.attname] = getattr(self, field.attname)
+        type(self)._base_manager.filter(thread_id=self.thread_id, pk=self.pk).update(**values)
+
+
+def turns_delete(turns: models.QuerySet) -> int:
+    """Delete these turns (a queryset filtered by thread) with their chunks; the number of turns.
+
+    The turns go by the queryset's own filter, not by a list of their ids as a cascading
+    delete would, so the statement stays in the thread's partition.
+    """
+    TurnChunk.objects.filter(turn__in=turns).delete()
+    return turns._raw_delete(turns.db)
+
+
+def thread_rows_delete(thread: Thread) -> None:
+    """Delete everything a thread holds, each table by `thread_id` (a thread's delete then
+    finds nothing left to collect row by row, which Django does by lists of ids)."""
+    turns_delete(Turn.objects.filter(thread=thread))
+    for model in (CheckpointWrite, Checkpoint, Block):
+        model.objects.filter(thread=thread)._raw_delete(model.objects.db)
+
+
+class Block(ThreadScoped):
     """One message of a thread (seed table ac_agent_block)."""
 
     class Role(models.TextChoices):
@@ -104,7 +143,7 @@ class Block(models.Model):
         return calls if isinstance(calls, list) else []
 
 
-class Checkpoint(models.Model):
+class Checkpoint(ThreadScoped):
     """One checkpoint of a thread: a snapshot of a graph's state (seed 000's saver, DESIGN §4).
 
     History order is insertion order (the primary key): a pushed checkpoint is the
@@ -146,7 +185,7 @@ class Checkpoint(models.Model):
         return f"{self.thread_id}:{ns}{self.checkpoint_id}"
 
 
-class CheckpointWrite(models.Model):
+class CheckpointWrite(ThreadScoped):
     """A pending write of a task against a checkpoint (LangGraph's checkpoint_writes).
 
     Keyed by (thread, checkpoint_ns, checkpoint_id), not by a foreign key to the
@@ -310,7 +349,7 @@ class BulkJob(models.Model):
         return min(100, int(self.processed * 100 / self.total)) if self.total else 0
 
 
-class Turn(models.Model):
+class Turn(ThreadScoped):
     """One question-and-answer turn of a thread's business-layer dialogue (docs/turns.md).
 
     A thread has at most one pending turn (its answer still streaming in as

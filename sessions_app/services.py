@@ -24,7 +24,7 @@ from memoryadmin.jsoncheck import json_storage_problem
 from memoryadmin.metrics import BLOCK_APPEND, BLOCK_ARCHIVE_WRITE, BLOCK_PERSIST_FAIL, BLOCK_TRUNCATE
 
 from .messages import ContextHasher, ParsedMessage, canonical, parse_message
-from .models import TITLE_MAX, Block, Thread
+from .models import TITLE_MAX, Block, Thread, thread_rows_delete
 from .selectors import (
     etag_matches,
     thread_etag,
@@ -425,6 +425,7 @@ def thread_delete(*, actor, thread_id: str, request=None) -> dict[str, int]:
     thread = thread_get_for_owner_or_admin(actor=actor, thread_id=thread_id, action="thread.delete", lock=True)
     counts = {"active": thread.active_count, "archived": thread.archived_count}
     owner_name = thread.owner.get_username()
+    thread_rows_delete(thread)
     thread.delete()
     audit_record(
         actor=actor,

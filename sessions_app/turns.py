@@ -36,7 +36,7 @@ from memoryadmin.integrations.context import DEFAULT_MIN_SCORE, build_context
 from store_app.namespaces import namespace_from_path, namespace_validate
 from store_app.selectors import store_item_search, store_search_validate
 
-from .models import Thread, Turn, TurnChunk
+from .models import Thread, Turn, TurnChunk, turns_delete
 from .selectors import thread_agent_state, thread_get_for_read, thread_id_validate
 
 QUESTION_MAX_CHARS = 100_000
@@ -133,7 +133,7 @@ def turn_begin(*, actor, thread_id: str, question: Any) -> Turn | None:
         _ensure_may_write(actor, thread, "turn.begin")
         return None
     thread = _thread_for_write(actor=actor, thread_id=thread_id, action="turn.begin")
-    Turn.objects.filter(thread=thread, status=Turn.Status.PENDING).delete()
+    turns_delete(Turn.objects.filter(thread=thread, status=Turn.Status.PENDING))
     last = Turn.objects.filter(thread=thread).aggregate(m=Max("seq"))["m"] or 0
     return Turn.objects.create(thread=thread, seq=last + 1, question=question.strip())
 
@@ -205,24 +205,21 @@ def turn_finish(*, actor, thread_id: str) -> FinishResult:
         raise Conflict("This thread has no pending turn to finish.", code="no_pending_turn")
     answer = "".join(turn.chunks.order_by("index").values_list("text", flat=True)).strip()
     if not answer:
-        turn.delete()
+        turns_delete(Turn.objects.filter(thread=thread, pk=turn.pk))
         return FinishResult(finished=False, dropped=True)
     max_chars = turn_max_answer_chars()
     cut = cut_answer(answer, max_chars)
     turn.answer = cut
     turn.status = Turn.Status.FINISHED
     turn.finished_at = timezone.now()
-    turn.save(update_fields=["answer", "status", "finished_at"])
+    turn.save_in_thread(["answer", "status", "finished_at"])
     # The answer now holds the text; the chunks were only its transport.
     TurnChunk.objects.filter(turn=turn).delete()
     keep = list(
         Turn.objects.filter(thread=thread, status=Turn.Status.FINISHED)
         .order_by("-seq").values_list("pk", flat=True)[: turn_window()]
     )
-    _, per_model = (
-        Turn.objects.filter(thread=thread, status=Turn.Status.FINISHED).exclude(pk__in=keep).delete()
-    )
-    evicted = per_model.get(Turn._meta.label, 0)
+    evicted = turns_delete(Turn.objects.filter(thread=thread, status=Turn.Status.FINISHED).exclude(pk__in=keep))
     return FinishResult(finished=True, dropped=False, truncated=cut != answer, evicted=evicted, turn=turn)
 
 
@@ -230,8 +227,7 @@ def turn_finish(*, actor, thread_id: str) -> FinishResult:
 def turn_discard(*, actor, thread_id: str) -> bool:
     """Drop the pending turn (a run stopped); False when there was none (seed 000: a no-op)."""
     thread = _thread_for_write(actor=actor, thread_id=thread_id, action="turn.discard")
-    deleted, _ = Turn.objects.filter(thread=thread, status=Turn.Status.PENDING).delete()
-    return deleted > 0
+    return turns_delete(Turn.objects.filter(thread=thread, status=Turn.Status.PENDING)) > 0
 
 
 @transaction.atomic
@@ -246,11 +242,11 @@ def turn_restart(*, actor, thread_id: str) -> Turn | None:
     last = Turn.objects.filter(thread=thread, status=Turn.Status.FINISHED).order_by("-seq").first()
     if last is None:
         return None
-    Turn.objects.filter(thread=thread, status=Turn.Status.PENDING).delete()
+    turns_delete(Turn.objects.filter(thread=thread, status=Turn.Status.PENDING))
     last.status = Turn.Status.PENDING
     last.answer = ""
     last.finished_at = None
-    last.save(update_fields=["status", "answer", "finished_at"])
+    last.save_in_thread(["status", "answer", "finished_at"])
     return last
 
 
