@@ -198,7 +198,13 @@ def store_namespace_list(
     if limit == 0:
         return []
     head = literal_head(prefix)
-    qs = StoreItem.objects.visible_to(actor).live(now).under(head)
+    visible = StoreItem.objects.visible_to(actor).live(now)
+    if depth == len(prefix) + 1 and head == prefix and not suffix and _is_postgresql(visible):
+        # One level below a literal prefix (the root's first labels among them):
+        # the tree's walk, whose cost follows the children, not the items.
+        paths = _level_postgresql(visible, prefix, limit=limit, offset=offset)
+        return [tuple(path.split(SEPARATOR)) for path in paths]
+    qs = visible.under(head)
     if len(head) < len(prefix):
         qs = qs.filter(namespace_path__regex=pattern_regex(prefix, match="prefix"))
     if suffix:
@@ -238,7 +244,7 @@ def store_namespace_children(
     child label, in code point order. Returns a page of nodes (`offset`,
     `limit`) and whether more children follow. On PostgreSQL the cost follows
     the number of children, and items are counted for the page's children only
-    (see `_CHILDREN_SQL`); SQLite groups the subtree's items.
+    (see `_WALK_SQL`); SQLite groups the subtree's items.
     """
     depth = len(namespace)
     qs = StoreItem.objects.visible_to(actor).live(now)
@@ -261,37 +267,41 @@ def store_namespace_children(
     return nodes, len(rows) > limit
 
 
-# The next level of the tree on PostgreSQL, as one statement in three parts.
-# `walk` is a loose index scan of the namespace_path pattern-ops index (the
-# owner's composite one for a member): from one child's first path it jumps
-# past that child's subtree (to head || '/', since '/' follows '.') with one
-# index probe, so it reads a row or two per child however many items each
-# holds. A path equal to the child itself (items at the child's own level) is
-# stepped over first, because paths of a longer label ("a-b.x") sort between
-# "a" and "a.x"; DISTINCT merges a child met twice that way. `page` puts the
-# children in code point order (~<~ compares bytes, and UTF-8 keeps code point
-# order; a COLLATE "C" instead would keep `counts` off the index, whose
-# collation is the database's) and keeps one page plus one row. `counts` counts the live
-# visible items of each child of that page only, over the range [head,
-# head/), which holds the child's subtree and the few paths of longer labels
-# the filter drops. {visible} is the caller's visibility and liveness filter
+# The next level of the tree on PostgreSQL, in one statement. `walk` is a
+# loose index scan of the namespace_path pattern-ops index (the owner's
+# composite one for a member): from one child's first path it jumps past that
+# child's subtree (to head || '/', since '/' follows '.') with one index probe,
+# so it reads a row or two per child however many items each holds. A path
+# equal to the child itself (items at the child's own level) is stepped over
+# first, because paths of a longer label ("a-b.x") sort between "a" and "a.x";
+# `children` merges a child met twice that way. `page` puts the children in
+# code point order (~<~ compares bytes, and UTF-8 keeps code point order; a
+# COLLATE "C" instead would keep `counts` off the index, whose collation is
+# the database's) and keeps one page plus one row. `counts` counts the live
+# visible items of each child of that page only, over the range [head, head/),
+# which holds the child's subtree and the few paths of longer labels the
+# filter drops. {visible} is the caller's visibility and liveness filter
 # compiled from the queryset, so ownership stays decided by
 # StoreItem.objects.visible_to().
-_CHILDREN_PROBE = (
+_WALK_PROBE = (
     "(SELECT namespace_path::text FROM store_app_storeitem WHERE namespace_path::text {op} {bound}{upper}"
     " AND {visible} ORDER BY namespace_path::text USING ~<~ LIMIT 1)"
 )
-_CHILDREN_HEAD = "(%s || split_part(substr({path}, %s), '.', 1))"
-_CHILDREN_SQL = """
+_WALK_HEAD = "(%s || split_part(substr({path}, %s), '.', 1))"
+_WALK_SQL = """
 WITH RECURSIVE walk(path) AS (
     SELECT {first}
   UNION ALL
     SELECT CASE WHEN walk.path = {head} THEN {past_head} ELSE {past_subtree} END
     FROM walk WHERE walk.path IS NOT NULL
 ),
+children AS (
+    SELECT DISTINCT {head} AS head FROM walk WHERE walk.path IS NOT NULL
+)
+"""
+_CHILDREN_SQL = """,
 page AS (
-    SELECT DISTINCT {page_head} AS head FROM walk
-    WHERE walk.path IS NOT NULL ORDER BY 1 USING ~<~ OFFSET %s LIMIT %s
+    SELECT head FROM children ORDER BY head USING ~<~ OFFSET %s LIMIT %s
 )
 SELECT page.head, counts.items, counts.deepest
 FROM page CROSS JOIN LATERAL (
@@ -302,41 +312,77 @@ FROM page CROSS JOIN LATERAL (
 ) AS counts
 ORDER BY page.head USING ~<~
 """
+# list_namespaces one level below a literal prefix: the children, and the prefix
+# itself when it holds items (max_depth keeps a shorter namespace whole); it
+# sorts first, being a prefix of every child's path.
+_LEVEL_SQL = """
+SELECT head FROM (
+    SELECT head FROM children
+    UNION ALL
+    SELECT %s WHERE EXISTS (SELECT 1 FROM store_app_storeitem WHERE namespace_path::text = %s AND {visible})
+) AS level
+ORDER BY head USING ~<~ OFFSET %s LIMIT %s
+"""
 
 
-def _children_postgresql(qs, namespace: Namespace, *, limit: int, offset: int) -> list[tuple[str, int, int]]:
-    """(label, items, deepest) of a page of children plus one row, by `_CHILDREN_SQL`."""
+@dataclass(frozen=True)
+class _Walk:
+    sql: str
+    params: list
+    visible: str
+    visible_params: list
+
+
+def _level_walk(qs, namespace: Namespace) -> _Walk | None:
+    """`_WALK_SQL` for the level under `namespace` (see above), None when the actor sees nothing."""
     connection = connections[qs.db]
     try:
         visible, visible_params = qs.query.get_compiler(connection=connection).compile(qs.query.where)
     except EmptyResultSet:
-        return []
+        return None
     visible, visible_params = visible or "TRUE", list(visible_params)
     path = namespace_to_path(namespace)
     low = path + SEPARATOR if namespace else ""
     upper, upper_params = (" AND namespace_path::text ~<~ %s", [path + "/"]) if namespace else ("", [])
 
     def probe(op: str, bound: str, bound_params: list) -> tuple[str, list]:
-        sql = _CHILDREN_PROBE.format(op=op, bound=bound, upper=upper, visible=visible)
+        sql = _WALK_PROBE.format(op=op, bound=bound, upper=upper, visible=visible)
         return sql, [*bound_params, *upper_params, *visible_params]
 
     head_params = [low, len(low) + 1]
-    head = _CHILDREN_HEAD.format(path="walk.path")
+    head = _WALK_HEAD.format(path="walk.path")
     first, first_params = probe("~>=~", "%s", [low])
     past_head, past_head_params = probe("~>~", head, head_params)
     past_subtree, past_subtree_params = probe("~>=~", f"({head} || '/')", head_params)
-    sql = _CHILDREN_SQL.format(
-        first=first, head=head, past_head=past_head, past_subtree=past_subtree, page_head=head, visible=visible
-    )
-    params = [
-        *first_params,
-        *head_params, *past_head_params, *past_subtree_params,
-        *head_params, offset, limit + 1,
-        *visible_params,
-    ]
-    with connection.cursor() as cursor:
+    sql = _WALK_SQL.format(first=first, head=head, past_head=past_head, past_subtree=past_subtree)
+    params = [*first_params, *head_params, *past_head_params, *past_subtree_params, *head_params]
+    return _Walk(sql=sql, params=params, visible=visible, visible_params=visible_params)
+
+
+def _children_postgresql(qs, namespace: Namespace, *, limit: int, offset: int) -> list[tuple[str, int, int]]:
+    """(label, items, deepest) of a page of children plus one row, by `_CHILDREN_SQL`."""
+    walk = _level_walk(qs, namespace)
+    if walk is None:
+        return []
+    sql = walk.sql + _CHILDREN_SQL.format(visible=walk.visible)
+    params = [*walk.params, offset, limit + 1, *walk.visible_params]
+    cut = len(namespace_to_path(namespace) + SEPARATOR) if namespace else 0
+    with connections[qs.db].cursor() as cursor:
         cursor.execute(sql, params)
-        return [(head[len(low):], items, deepest) for head, items, deepest in cursor.fetchall()]
+        return [(head[cut:], items, deepest) for head, items, deepest in cursor.fetchall()]
+
+
+def _level_postgresql(qs, namespace: Namespace, *, limit: int, offset: int) -> list[str]:
+    """Dotted paths of one page of list_namespaces at max_depth = len(namespace) + 1, by `_LEVEL_SQL`."""
+    walk = _level_walk(qs, namespace)
+    if walk is None:
+        return []
+    path = namespace_to_path(namespace)
+    sql = walk.sql + _LEVEL_SQL.format(visible=walk.visible)
+    params = [*walk.params, path, path, *walk.visible_params, offset, limit]
+    with connections[qs.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        return [head for (head,) in cursor.fetchall()]
 
 
 def store_namespace_count(*, actor, namespace: Namespace, now=None) -> dict[str, int]:

@@ -233,3 +233,53 @@ def test_search_and_tree_levels_cost_the_same_number_of_queries_as_the_store_gro
     grow(20, 400)
     with django_assert_num_queries(len(small)):
         operations()
+
+
+def _expected_listing(items, actor, now, prefix, depth):
+    heads = {".".join(item.namespace_path.split(".")[:depth]) for item in _seen(items, actor, now, prefix)}
+    return [tuple(path.split(".")) for path in sorted(heads)]
+
+
+@pytest.mark.parametrize("prefix", [(), ("a",), ("a-b",), ("a", "x-y"), ("org-1",), ("missing",)])
+def test_listing_one_level_below_a_prefix_follows_the_rules(request, store, prefix):
+    """list_namespaces with max_depth one past the prefix: the prefix itself too when it holds items."""
+    base = timezone.now()
+    for actor in _actors(request):
+        for offset in NOW_OFFSETS:
+            now = base + offset
+            expected = _expected_listing(store, actor, now, prefix, len(prefix) + 1)
+            listed = selectors.store_namespace_list(
+                actor=actor, prefix=list(prefix), max_depth=len(prefix) + 1, limit=1000, now=now
+            )
+            assert listed == expected, (actor.username, offset)
+            for limit in (1, 4):
+                for skip in range(0, len(expected) + 2, limit):
+                    page = selectors.store_namespace_list(
+                        actor=actor, prefix=list(prefix), max_depth=len(prefix) + 1, limit=limit, offset=skip, now=now
+                    )
+                    assert page == expected[skip : skip + limit]
+
+
+def test_listing_one_level_below_a_prefix_costs_one_query_as_the_store_grows(alice, admin_user):
+    def grow(start, count):
+        StoreItem.objects.bulk_create(
+            [
+                StoreItem(owner=alice, namespace_path=f"org-{i}.u.k", depth=3, key="k", value={})
+                for i in range(start, start + count)
+            ]
+        )
+
+    def listing():
+        for actor in (alice, admin_user):
+            selectors.store_namespace_list(actor=actor, max_depth=1, limit=1000)
+            selectors.store_namespace_list(actor=actor, prefix=["org-1"], max_depth=2)
+
+    grow(0, 10)
+    listing()
+    with CaptureQueriesContext(connection) as small:
+        listing()
+    grow(10, 300)
+    with CaptureQueriesContext(connection) as big:
+        listing()
+    assert len([q for q in small.captured_queries if "store_app_storeitem" in q["sql"]]) == 4
+    assert len(big.captured_queries) == len(small.captured_queries)
