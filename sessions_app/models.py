@@ -8,7 +8,9 @@ from django.utils import timezone
 
 from memoryadmin import roles
 
-THREAD_ID_RE = re.compile(r"^[A-Za-z0-9_.:@$-]{1,64}$")
+# "search" is reserved: /threads/search is LangGraph's search action, so a thread of that
+# name could be written (its agent-state) but never read, patched or deleted.
+THREAD_ID_RE = re.compile(r"^(?!search$)[A-Za-z0-9_.:@$-]{1,64}$")
 TITLE_MAX = 50
 
 

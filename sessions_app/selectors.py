@@ -23,8 +23,8 @@ LISTED_ROLES = ("user", "assistant")
 def thread_id_validate(thread_id: Any) -> str:
     if not isinstance(thread_id, str) or not THREAD_ID_RE.match(thread_id):
         raise InvalidInput(
-            "thread_id must be 1 to 64 characters of A-Z a-z 0-9 _ . : @ $ -",
-            fields={"thread_id": ["must be 1 to 64 characters of A-Z a-z 0-9 _ . : @ $ -"]},
+            'thread_id must be 1 to 64 characters of A-Z a-z 0-9 _ . : @ $ -, and not "search".',
+            fields={"thread_id": ['must be 1 to 64 characters of A-Z a-z 0-9 _ . : @ $ -, and not "search".']},
         )
     return thread_id
 

@@ -13,7 +13,7 @@ CHECKPOINT_ID_PATTERN = r"^(?!latest$)[A-Za-z0-9_.:@$+=~-]{1,128}$"
 # A checkpoint id, or "" for none.
 PARENT_ID_PATTERN = r"^((?!latest$)[A-Za-z0-9_.:@$+=~-]{1,128})?$"
 NS_PATTERN = r"^[^\u0000-\u001f]*$"
-THREAD_ID_PATTERN = r"^[A-Za-z0-9_.:@$-]{1,64}$"
+THREAD_ID_PATTERN = r"^(?!search$)[A-Za-z0-9_.:@$-]{1,64}$"
 
 
 @extend_schema_field({"type": "object", "additionalProperties": True})

@@ -15,7 +15,7 @@ from memoryadmin.errors import InvalidInput
 
 from .. import export, search
 
-THREAD_ID = OpenApiParameter("thread_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="1..64 of [A-Za-z0-9_.:@$-]")
+THREAD_ID = OpenApiParameter("thread_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="1..64 of [A-Za-z0-9_.:@$-], not \"search\"")
 
 
 # The search page's form sends its blank date fields as "", which the API takes as well.

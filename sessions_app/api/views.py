@@ -19,7 +19,7 @@ from . import serializers as s
 ETAG_HEADER = OpenApiParameter(
     "ETag", str, OpenApiParameter.HEADER, description="the thread's state version", response=[200]
 )
-THREAD_ID = OpenApiParameter("thread_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="1..64 of [A-Za-z0-9_.:@$-]")
+THREAD_ID = OpenApiParameter("thread_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="1..64 of [A-Za-z0-9_.:@$-], not \"search\"")
 
 
 def _body(request: Request) -> dict:

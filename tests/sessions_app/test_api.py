@@ -107,7 +107,13 @@ def test_malformed_json_and_non_objects_get_400(alice_api):
     assert not Thread.objects.exists()
 
 
-@pytest.mark.parametrize("thread_id", ["x" * 65, "bad%20id", "semi;colon", "%C3%BC"])
+@pytest.mark.parametrize("thread_id", ["searches", "Search", "search-1"])
+def test_only_the_exact_reserved_name_is_refused(alice_api, thread_id):
+    assert put_state(alice_api, thread_id=thread_id).status_code == 200
+    assert alice_api.get(f"/api/v1/threads/{thread_id}").status_code == 200
+
+
+@pytest.mark.parametrize("thread_id", ["x" * 65, "bad%20id", "semi;colon", "%C3%BC", "search"])
 def test_bad_thread_ids_get_400(alice_api, thread_id):
     response = put_state(alice_api, thread_id=thread_id)
     assert response.status_code == 400
