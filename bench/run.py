@@ -75,10 +75,13 @@ def write_section(doc_name: str, section: str, report: str) -> None:
     log(f"wrote {doc}")
 
 
-def raw_save_turn(conn, thread_id: str, agent_code: str, context: list[dict]) -> int:
+def raw_save_turn(conn, thread_id: str, agent_code: str, context: list[dict], digests: list[str] | None = None) -> int:
     """The floor of a save: the service's own two statements (the thread with its chain
     head, then the conditional update-and-insert) sent by plain psycopg on an autocommit
-    connection, with the same prefix check. Returns the number of blocks inserted."""
+    connection, with the same prefix check. Returns the number of blocks inserted.
+
+    With `digests` (the chain digests of the new messages, computed beforehand) the
+    prefix check is skipped: the database statements alone."""
     import datetime
 
     import orjson
@@ -90,10 +93,11 @@ def raw_save_turn(conn, thread_id: str, agent_code: str, context: list[dict]) ->
     pk, owner, agent, last_seq, rewrites, active, updated_at, _untitled, position, head = conn.execute(
         _HEAD_SQL.format(**tables), (agent_code, thread_id)
     ).fetchone()
-    hasher = ContextHasher(context)
     stored = position + 1
-    assert hasher.prefix_digest(stored) == head, "the stored chain does not match"
-    digests = hasher.digests_from(stored)
+    if digests is None:
+        hasher = ContextHasher(context)
+        assert hasher.prefix_digest(stored) == head, "the stored chain does not match"
+        digests = hasher.digests_from(stored)
     now = datetime.datetime.now(datetime.UTC)
     new = context[stored:]
     params = [last_seq + len(new), len(new), agent_code, now, "", pk, owner, last_seq, rewrites, active, updated_at, agent_code, now]
