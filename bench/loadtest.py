@@ -170,16 +170,21 @@ def run_wrk(base: str, script: str, *, duration: int, connections: int, threads:
 
 
 def worker_cpu_seconds(master: int) -> float:
-    """User + system CPU time of the gunicorn master's children (its workers), from /proc."""
+    """User + system CPU time of the gunicorn master's workers, from /proc: the live ones,
+    plus those already replaced (max_requests), which the master has reaped and whose
+    time the kernel has added to its cutime and cstime."""
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
+            pid = int(stat.parent.name)
             fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
+        except (OSError, ValueError):
             continue
         if int(fields[1]) == master:  # ppid
             total += int(fields[11]) + int(fields[12])  # utime, stime
+        elif pid == master:
+            total += int(fields[13]) + int(fields[14])  # cutime, cstime: reaped workers
     return total / ticks
 
 
