@@ -78,8 +78,8 @@ class PrivateCluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def manage(database_url: str, *args: str) -> str:
-    env = server_env(database_url)
+def manage(database_url: str, *args: str, **extra_env: str) -> str:
+    env = {**server_env(database_url), **extra_env}
     done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True, text=True)
     return done.stdout
 

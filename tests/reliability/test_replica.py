@@ -55,8 +55,11 @@ def standby(primary):
 
 
 @pytest.fixture(scope="module")
-def server(primary, standby):
-    server = Server(primary.url, DATABASE_REPLICA_URL=standby.url, MEMORYADMIN_REPLICA_RETRY_SECONDS="1")
+def server(primary, standby, tmp_path_factory):
+    # Pages render with the production static files storage: collect them first.
+    static = {"DJANGO_STATIC_ROOT": str(tmp_path_factory.mktemp("static"))}
+    manage(primary.url, "collectstatic", "--noinput", **static)
+    server = Server(primary.url, DATABASE_REPLICA_URL=standby.url, MEMORYADMIN_REPLICA_RETRY_SECONDS="1", **static)
     server.start()
     yield server
     server.kill()
