@@ -48,17 +48,11 @@ def main() -> None:
     args = parser.parse_args()
 
     import psycopg
-    from langgraph.checkpoint.postgres import PostgresSaver
-    from langgraph.store.postgres import PostgresStore
 
     url = bench.fresh_database()
     bench.setup_django(url)
-    with PostgresSaver.from_conn_string(url) as saver:
-        saver.setup()
-        templates = loader.CheckpointTemplates(saver)
     # The loader fills LangGraph's tables too (the benchmark compares against them); only ours are counted.
-    with PostgresStore.from_conn_string(url) as store:
-        store.setup()
+    templates = loader.langgraph_tables(url)
     members, _admin = loader.seed_users(20)
     with closing(psycopg.connect(url)) as conn:
         loader.load_range(

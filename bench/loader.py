@@ -194,6 +194,23 @@ def checkpoint_wire(checkpoint) -> dict[str, Any]:
     return orjson.loads(orjson.dumps(body))
 
 
+def langgraph_tables(url: str, *, checkpoints: bool = True) -> CheckpointTemplates | None:
+    """LangGraph's own tables in the benchmark database, made by PostgresSaver.setup() and
+    PostgresStore.setup() (the loader fills them beside memoryadmin's), and the checkpoint
+    templates when checkpoints are loaded too."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
+
+    templates = None
+    if checkpoints:
+        with PostgresSaver.from_conn_string(url) as saver:
+            saver.setup()
+            templates = CheckpointTemplates(saver)
+    with PostgresStore.from_conn_string(url) as store:
+        store.setup()
+    return templates
+
+
 class CheckpointTemplates:
     """Per step k: the LangGraph checkpoint, its memoryadmin JSON and its PostgresSaver rows.
 

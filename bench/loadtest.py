@@ -247,16 +247,10 @@ def main() -> None:
     bench.setup_django(url)
     import orjson
     import psycopg
-    from langgraph.checkpoint.postgres import PostgresSaver
-    from langgraph.store.postgres import PostgresStore
 
     from memoryadmin.apikeys import apikey_create
 
-    with PostgresSaver.from_conn_string(url) as saver:
-        saver.setup()
-        templates = loader.CheckpointTemplates(saver)
-    with PostgresStore.from_conn_string(url) as store:
-        store.setup()
+    templates = loader.langgraph_tables(url)
     members, admin = loader.seed_users(10)
     owners = [user.pk for user in members]
     started = time.perf_counter()

@@ -110,14 +110,25 @@ def raw_save_turn(conn, thread_id: str, agent_code: str, context: list[dict], di
 # --- setup ----------------------------------------------------------------------------------------
 
 
-def fresh_database(name: str = DB_NAME) -> str:
+def database_url(name: str = DB_NAME) -> str:
+    base, _, _ = ADMIN_URL.rpartition("/")
+    return f"{base}/{name}"
+
+
+def drop_database(name: str = DB_NAME) -> None:
     import psycopg
 
     with closing(psycopg.connect(ADMIN_URL, autocommit=True)) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def fresh_database(name: str = DB_NAME) -> str:
+    import psycopg
+
+    drop_database(name)
+    with closing(psycopg.connect(ADMIN_URL, autocommit=True)) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    base, _, _ = ADMIN_URL.rpartition("/")
-    return f"{base}/{name}"
+    return database_url(name)
 
 
 def setup_django(url: str) -> None:
@@ -741,17 +752,11 @@ def main() -> None:
     url = fresh_database()
     setup_django(url)
     import psycopg
-    from langgraph.checkpoint.postgres import PostgresSaver
-    from langgraph.store.postgres import PostgresStore
 
     from memoryadmin.apikeys import apikey_create
     from sessions_app.services import thread_save_agent_state
 
-    with PostgresSaver.from_conn_string(url) as saver:
-        saver.setup()
-        templates = loader.CheckpointTemplates(saver)
-    with PostgresStore.from_conn_string(url) as store:
-        store.setup()
+    templates = loader.langgraph_tables(url)
 
     members, admin = loader.seed_users(max(2, 100 // divisor))
     keys = {user.pk: apikey_create(owner=user).plaintext for user in [*members, admin]}

@@ -32,52 +32,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import loader  # noqa: E402
+import run as bench  # noqa: E402  (fresh database, Django setup, percentiles)
 
-ADMIN_URL = os.environ.get("BENCH_ADMIN_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 DB_NAME = os.environ.get("BENCH_DB", "memoryadmin_store_bench")
 FULL_NAMESPACES = 100_000
 MEMBERS = 100
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def database_url(fresh: bool) -> str:
-    import psycopg
-
-    if fresh:
-        with closing(psycopg.connect(ADMIN_URL, autocommit=True)) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-    base, _, _ = ADMIN_URL.rpartition("/")
-    return f"{base}/{DB_NAME}"
-
-
-def drop_database() -> None:
-    import psycopg
-
-    with closing(psycopg.connect(ADMIN_URL, autocommit=True)) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-
-
-def setup_django(url: str) -> None:
-    os.environ["DATABASE_URL"] = url
-    os.environ["DJANGO_SETTINGS_MODULE"] = "memoryadmin.settings"
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-" + hashlib.sha256(os.urandom(16)).hexdigest())
-    os.environ["DJANGO_DEBUG"] = "0"
-    os.environ["DJANGO_LOG_LEVEL"] = "WARNING"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
-def pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+log, pct = bench.log, bench.pct
 
 
 def timed(fn, rounds: int) -> list[float]:
@@ -159,9 +119,9 @@ def main() -> None:
     parser.add_argument("--measure-only", action="store_true", help="measure the database left by --keep")
     args = parser.parse_args()
     scales = [int(s) for s in args.scales.split(",")]
-    url = database_url(fresh=not args.measure_only)
+    url = bench.database_url(DB_NAME) if args.measure_only else bench.fresh_database(DB_NAME)
     try:
-        setup_django(url)
+        bench.setup_django(url)
         import platform
 
         import psycopg
@@ -178,10 +138,7 @@ def main() -> None:
                 cursor.execute("ANALYZE store_app_storeitem")
             measure(scales[-1], namespaces, members, admin, args.rounds)
         else:
-            from langgraph.store.postgres import PostgresStore
-
-            with PostgresStore.from_conn_string(url) as store:
-                store.setup()  # the loader fills its table too
+            loader.langgraph_tables(url, checkpoints=False)  # the loader fills PostgresStore's table too
             members, admin = loader.seed_users(MEMBERS)
             loaded = loader.Loaded()
             with closing(psycopg.connect(url)) as conn:
@@ -199,7 +156,7 @@ def main() -> None:
 
         connections.close_all()
         if not args.keep:
-            drop_database()
+            bench.drop_database(DB_NAME)
 
 
 if __name__ == "__main__":
