@@ -76,6 +76,20 @@ def _lookup_sql() -> str:
     )
 
 
+@functools.cache
+def _column_converters() -> list[tuple[int, object, list]]:
+    """What the ORM's compiler applies to each column of the lookup's row (SQLite's
+    datetimes arrive as text), found once."""
+    fields = [*ApiKey._meta.concrete_fields, *get_user_model()._meta.concrete_fields]
+    found = []
+    for index, field in enumerate(fields):
+        column = field.cached_col
+        converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        if converters:
+            found.append((index, column, converters))
+    return found
+
+
 def _active_key_with_owner(prefix: str) -> ApiKey | None:
     with connection.cursor() as cursor:
         cursor.execute(_lookup_sql(), ["admin", "operator", prefix])
@@ -86,10 +100,8 @@ def _active_key_with_owner(prefix: str) -> ApiKey | None:
     user_model = get_user_model()
     user_fields = user_model._meta.concrete_fields
     values = list(row)
-    for index, field in enumerate([*key_fields, *user_fields]):
-        # What the ORM's compiler applies to a column (SQLite's datetimes arrive as text).
-        column = field.cached_col
-        for convert in connection.ops.get_db_converters(column) + column.get_db_converters(connection):
+    for index, column, converters in _column_converters():
+        for convert in converters:
             values[index] = convert(values[index], column, connection)
     key = ApiKey.from_db(connection.alias, [f.attname for f in key_fields], values[: len(key_fields)])
     owner = user_model.from_db(

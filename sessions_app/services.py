@@ -249,11 +249,12 @@ def _append_in_one_statement(
     pk, owner_id, old_agent_code, last_seq, rewrite_count, active_count, updated_at, untitled, position, head = row
     if owner_id != actor.pk:
         return None
-    read = Thread(
-        pk=pk, last_seq=last_seq, rewrite_count=rewrite_count, updated_at=updated_at, agent_code=old_agent_code
-    )
-    if if_match is not None and not etag_matches(if_match, thread_etag(read)):
-        return None
+    if if_match is not None:
+        read = Thread(
+            pk=pk, last_seq=last_seq, rewrite_count=rewrite_count, updated_at=updated_at, agent_code=old_agent_code
+        )
+        if not etag_matches(if_match, thread_etag(read)):
+            return None
     stored = position + 1 if head is not None else 0
     total = len(context)
     if total <= stored:
