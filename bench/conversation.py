@@ -50,8 +50,8 @@ def bench_service(user, size: int, rounds: int) -> tuple[list[float], list[float
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from sessions_app.selectors import thread_agent_state
-    from sessions_app.services import thread_save_agent_state
+    from sessions_app.threads.selectors import thread_agent_state
+    from sessions_app.threads.services import thread_save_agent_state
 
     thread_id = f"svc-{size}"
     context = turns(0, size)
@@ -152,7 +152,7 @@ def bench_statements_alone(url: str, thread_id: str, stored_size: int, rounds: i
     database's share of a save, without the prefix check's CPU work (and its trace in the caches)."""
     import psycopg
 
-    from sessions_app.messages import ContextHasher
+    from sessions_app.threads.messages import ContextHasher
 
     context = turns(0, stored_size)
     planned = []
@@ -171,7 +171,7 @@ def bench_statements_alone(url: str, thread_id: str, stored_size: int, rounds: i
 def bench_prefix_check(size: int, rounds: int) -> list[float]:
     """The CPU part that grows with the conversation: checking that the posted context
     still starts with what is stored (canonical JSON and SHA-256 of the whole prefix)."""
-    from sessions_app.messages import ContextHasher
+    from sessions_app.threads.messages import ContextHasher
 
     context = turns(0, size + 2)
     samples = []

@@ -49,8 +49,8 @@ def messages(count: int) -> list[dict]:
 
 
 def make_thread(user, thread_id: str, size: int) -> None:
-    from sessions_app.checkpoint_services import checkpoint_input, checkpoint_put, checkpoint_put_writes, write_input
-    from sessions_app.services import thread_save_agent_state
+    from sessions_app.checkpoints.services import checkpoint_input, checkpoint_put, checkpoint_put_writes, write_input
+    from sessions_app.threads.services import thread_save_agent_state
 
     thread_save_agent_state(actor=user, thread_id=thread_id, agent_code="bench", context=messages(size))
     parent = None
@@ -67,7 +67,7 @@ def measure_export(user, thread_id: str) -> tuple[int, int, float, dict]:
     import json
     import zipfile
 
-    from sessions_app.export import thread_export
+    from memoryadmin.operations.export import thread_export
 
     with tempfile.TemporaryFile() as out:
         tracemalloc.start()
@@ -91,7 +91,7 @@ def measure_export(user, thread_id: str) -> tuple[int, int, float, dict]:
 
 def measure_time(user, thread_id: str) -> float:
     """Seconds to stream the bundle, without tracemalloc (which slows every allocation)."""
-    from sessions_app.export import thread_export
+    from memoryadmin.operations.export import thread_export
 
     started = time.perf_counter()
     _, chunks = thread_export(actor=user, thread_id=thread_id)

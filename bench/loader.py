@@ -123,7 +123,7 @@ def thread_generations(index: int) -> list[list[dict[str, Any]]]:
 
 
 def block_type_of(message: dict[str, Any]) -> str:
-    from sessions_app.messages import parse_message
+    from sessions_app.threads.messages import parse_message
 
     parsed, errors = parse_message(message, "context[0]")
     assert not errors, errors
@@ -132,7 +132,7 @@ def block_type_of(message: dict[str, Any]) -> str:
 
 def thread_rows(index: int, owner_id: int, block_id: int, thread_pk: int):
     """(thread row, block rows) exactly as the service would have written them."""
-    from sessions_app.messages import ContextHasher, content_text
+    from sessions_app.threads.messages import ContextHasher, content_text
 
     generations = thread_generations(index)
     agent = AGENTS[index % len(AGENTS)]
@@ -222,7 +222,7 @@ class CheckpointTemplates:
     def __init__(self, saver) -> None:
         from langchain_core.messages import AIMessage, HumanMessage
         from langgraph.checkpoint.base import empty_checkpoint
-        from sessions_app.checkpoint_selectors import next_nodes, nodes_run
+        from sessions_app.checkpoints.langgraph import next_nodes, nodes_run
         pool = [
             (HumanMessage if i % 2 == 0 else AIMessage)(content=text_for(i), id=f"lc-{i}")
             for i in range(CHECKPOINTS_PER_THREAD + WINDOW)

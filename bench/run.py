@@ -86,8 +86,8 @@ def raw_save_turn(conn, thread_id: str, agent_code: str, context: list[dict], di
 
     import orjson
 
-    from sessions_app.messages import ContextHasher
-    from sessions_app.services import _APPEND_ROW, _APPEND_SQL, _HEAD_SQL
+    from sessions_app.threads.messages import ContextHasher
+    from sessions_app.threads.services import _APPEND_ROW, _APPEND_SQL, _HEAD_SQL
 
     tables = {"thread": "sessions_app_thread", "block": "sessions_app_block"}
     pk, owner, agent, last_seq, rewrites, active, updated_at, _untitled, position, head = conn.execute(
@@ -280,7 +280,7 @@ class Bench:
     def save_turn(self, index: int) -> Result:
         import orjson
 
-        from sessions_app.services import thread_save_agent_state
+        from sessions_app.threads.services import thread_save_agent_state
 
         res = Result()
         user = self.owner_of(index)
@@ -367,7 +367,7 @@ class Bench:
                     agent: str | None = None, user=None) -> Result:
         import orjson
 
-        from sessions_app.selectors import thread_agent_state
+        from sessions_app.threads.selectors import thread_agent_state
 
         res = Result()
         thread_id = thread_id or self.svc_thread
@@ -397,7 +397,7 @@ class Bench:
         return res
 
     def thread_list_page(self) -> Result:
-        from sessions_app import selectors
+        from sessions_app.threads import selectors
 
         res = Result()
         admin = self.admin
@@ -427,7 +427,7 @@ class Bench:
         return res
 
     def checkpoint_get_latest(self, index: int) -> Result:
-        from sessions_app import checkpoint_selectors as cs
+        from sessions_app.checkpoints import selectors as cs
 
         res = Result()
         user, thread_id = self.owner_of(index), loader.thread_key(index)
@@ -482,7 +482,7 @@ class Bench:
         import orjson
         from langgraph.checkpoint.base import create_checkpoint
 
-        from sessions_app import checkpoint_services as svc
+        from sessions_app.checkpoints import services as svc
 
         res = Result()
         user, thread_id = self.owner_of(index), loader.thread_key(index)
@@ -754,7 +754,7 @@ def main() -> None:
     import psycopg
 
     from memoryadmin.apikeys import apikey_create
-    from sessions_app.services import thread_save_agent_state
+    from sessions_app.threads.services import thread_save_agent_state
 
     templates = loader.langgraph_tables(url)
 

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from memoryadmin.errors import Conflict, InvalidInput
-from sessions_app.selectors import thread_get_for_read
+from sessions_app.threads.selectors import thread_get_for_read
 
 from . import selectors, services
 from .compiler import SpecError, from_langgraph_json

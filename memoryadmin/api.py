@@ -12,6 +12,10 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from .audit import audit_denial
 from .errors import DomainError, Forbidden
+from memoryadmin.errors import InvalidInput
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework.request import Request
 
 
 def _flatten_drf_detail(detail):
@@ -93,3 +97,12 @@ class UpdatedCursorPagination(StrictLimitMixin, CursorPagination):
     page_size = 50
     page_size_query_param = "limit"
     max_page_size = 500
+
+
+THREAD_ID = OpenApiParameter("thread_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="1..64 of [A-Za-z0-9_.:@$-], not \"search\"")
+
+def json_body(request: Request) -> dict:
+    data = request.data
+    if not isinstance(data, dict):
+        raise InvalidInput("The body must be a JSON object.", fields={"body": ["must be a JSON object."]})
+    return data

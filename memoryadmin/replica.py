@@ -21,7 +21,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 REPLICA = "replica"
 PIN_COOKIE = "ma_read_primary"
-REPLICATED_APPS = frozenset({"sessions_app", "store_app", "graphs_app", "memoryadmin"})
+REPLICATED_APPS = frozenset({"sessions_app", "store_app", "graphs_app", "memoryadmin", "operations"})
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 _reading_replica: ContextVar[bool] = ContextVar("memoryadmin_reading_replica", default=False)
@@ -62,7 +62,7 @@ def is_dashboard_read(request) -> bool:
     if request.method not in SAFE_METHODS or PIN_COOKIE in request.COOKIES:
         return False
     path = request.path
-    return not path.startswith(("/api/", "/healthz", "/metrics", "/accounts/", "/static/", "/admin/"))
+    return not path.startswith(("/api/", "/healthz", "/metrics", "/accounts/", "/static/", "/django-admin/"))
 
 
 def _replica_answers() -> bool:

@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "sessions_app",
     "store_app",
     "graphs_app",
+    "memoryadmin.operations",
 ]
 
 MIDDLEWARE = [

@@ -3,12 +3,13 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from . import views
+from . import audit_views, views
 
 api_v1 = [
     path("", include("sessions_app.api.urls")),
     path("", include("store_app.api.urls")),
     path("", include("graphs_app.api.urls")),
+    path("", include("memoryadmin.operations.api.urls")),
 ]
 
 urlpatterns = [
@@ -20,7 +21,9 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("django-admin/", admin.site.urls),
-    path("", include("memoryadmin.urls_ops")),
+    path("audit/", audit_views.audit_log, name="audit-log"),
+    path("audit/export", audit_views.audit_export, name="audit-export"),
+    path("", include("memoryadmin.operations.urls")),
     path("", include("sessions_app.urls")),
     path("store/", include("store_app.urls")),
     path("graphs/", include("graphs_app.urls")),

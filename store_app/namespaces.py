@@ -9,7 +9,6 @@ database stores and indexes, and what the LangGraph server's GET endpoint takes.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from memoryadmin.errors import InvalidInput

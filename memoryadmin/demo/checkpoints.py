@@ -20,7 +20,7 @@ from django.test import Client
 
 from memoryadmin.apikeys import apikey_create, apikey_revoke
 
-from .checkpoint_services import checkpoint_input, checkpoint_put, checkpoint_put_writes, write_input
+from sessions_app.checkpoints.services import checkpoint_input, checkpoint_put, checkpoint_put_writes, write_input
 
 
 def _an_allowed_host() -> str:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessions_app.checkpoint_services import checkpoint_input, checkpoint_put, thread_update_metadata
-from sessions_app.services import thread_save_agent_state
+from sessions_app.checkpoints.lifecycle import thread_update_metadata
+from sessions_app.checkpoints.services import checkpoint_input, checkpoint_put
+from sessions_app.threads.services import thread_save_agent_state
 
-from .services import graph_create
+from graphs_app.services import graph_create
 
 
 def _edges(*pairs: str) -> list[dict[str, str]]:

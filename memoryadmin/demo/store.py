@@ -8,7 +8,7 @@ a TTL. Running it again rewrites the same items (puts are upserts).
 
 from __future__ import annotations
 
-from .services import store_item_put
+from store_app.services import store_item_put
 
 PREFERENCES = {
     "alice": {

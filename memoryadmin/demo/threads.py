@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .services import thread_save_agent_state
+from sessions_app.threads.services import thread_save_agent_state
 
 TRIP = [
     {"role": "system", "content": "You are a travel planner. Be concise."},

@@ -28,9 +28,13 @@ from memoryadmin import roles
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
 
-from . import checkpoint_services, services
-from .models import BulkJob, Checkpoint, CheckpointWrite, Thread
-from .selectors import thread_id_validate, thread_list
+from sessions_app.threads import services
+from memoryadmin.operations.models import BulkJob
+from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
+from sessions_app.threads.models import Thread
+from sessions_app.threads.selectors import thread_list
+from sessions_app.threads.selectors import thread_id_validate
+from sessions_app.checkpoints import lifecycle
 
 DESTRUCTIVE = ("clear", "release", "purge")
 ACTIONS = (*DESTRUCTIVE, "export")
@@ -192,7 +196,7 @@ def _apply(job: BulkJob, thread: Thread, request) -> dict[str, int]:
         result = services.thread_clear(actor=actor, thread_id=thread.thread_id, request=request)
         return {"blocks": result["archived"], "checkpoints": 0}
     if job.action == "release":
-        result = checkpoint_services.checkpoint_release(actor=actor, thread_id=thread.thread_id, request=request)
+        result = lifecycle.checkpoint_release(actor=actor, thread_id=thread.thread_id, request=request)
         return {"blocks": 0, "checkpoints": len(result["checkpoints"])}
     checkpoints = Checkpoint.objects.filter(thread=thread).count()
     result = services.thread_delete(actor=actor, thread_id=thread.thread_id, request=request)

@@ -17,7 +17,8 @@ from django.utils import timezone
 from memoryadmin import roles
 from memoryadmin.selectors import audit_recent
 
-from .models import Block, Checkpoint, Thread
+from sessions_app.checkpoints.models import Checkpoint
+from sessions_app.threads.models import Block, Thread
 
 DAYS = 14
 RECENT = 8

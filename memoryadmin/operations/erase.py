@@ -35,8 +35,9 @@ from memoryadmin.audit import audit_record
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
 from memoryadmin.models import ApiKey
 
-from .models import Block, Checkpoint, CheckpointWrite, Thread
-from .retention import payload_bytes
+from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
+from sessions_app.threads.models import Block, Thread
+from memoryadmin.operations.retention import payload_bytes
 
 BATCH = 2000
 

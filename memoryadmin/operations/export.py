@@ -34,9 +34,10 @@ from memoryadmin import roles
 from memoryadmin.audit import audit_foreign_read, audit_record
 from memoryadmin.errors import Forbidden, InvalidInput
 
-from .checkpoint_selectors import attach_writes, checkpoint_as_dict
-from .models import Block, Checkpoint, Thread
-from .selectors import thread_get_for_read
+from sessions_app.checkpoints.selectors import attach_writes, checkpoint_as_dict
+from sessions_app.checkpoints.models import Checkpoint
+from sessions_app.threads.models import Block, Thread
+from sessions_app.threads.selectors import thread_get_for_read
 
 FORMAT = "memoryadmin-thread-bundle/1"
 BLOCK_CHUNK = 500

@@ -48,7 +48,9 @@ from memoryadmin import roles
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
 
-from .models import Block, Checkpoint, CheckpointWrite, RetentionPolicy, RetentionRun, Thread
+from memoryadmin.operations.models import RetentionPolicy, RetentionRun
+from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
+from sessions_app.threads.models import Block, Thread
 
 DEFAULT_BATCH = 500
 THREAD_CHUNK = 200

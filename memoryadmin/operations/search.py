@@ -36,7 +36,7 @@ from memoryadmin import roles
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import InvalidInput
 
-from .models import Block
+from sessions_app.threads.models import Block
 
 QUERY_MAX = 200
 OWNER_MAX = 150  # a username

@@ -1,7 +1,6 @@
-"""Operations pages over threads: search, export, bulk actions, retention, erase.
+"""Operations pages: the home dashboard, search, export, bulk actions, retention, erase.
 
-Included from sessions_app/urls.py. Bulk routes live under /bulk/, not /threads/,
-because "bulk" is a valid thread id.
+Bulk routes live under /bulk/, not /threads/, because "bulk" is a valid thread id.
 """
 
 from django.urls import path
@@ -9,6 +8,7 @@ from django.urls import path
 from . import views
 
 urlpatterns = [
+    path("", views.home, name="home"),
     path("search/", views.message_search, name="message-search"),
     path("threads/<str:thread_id>/export", views.thread_export, name="thread-export"),
     path("bulk/preview", views.bulk_preview, name="bulk-preview"),

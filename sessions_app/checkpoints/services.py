@@ -22,44 +22,28 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, JSONField, Max, OuterRef, Q, Value
+from django.db.models import JSONField, OuterRef, Q, Value
 from django.utils import timezone
 
 from memoryadmin import roles
-from memoryadmin.audit import audit_record
-from memoryadmin.errors import Conflict, Forbidden, InvalidInput, NotFound, PreconditionFailed
+from memoryadmin.errors import Forbidden, InvalidInput, NotFound, PreconditionFailed
 from memoryadmin.jsoncheck import text_storable
 
-from .checkpoint_selectors import (
-    WRITES_IDX_MAP,
-    checkpoint_as_dict,
-    checkpoint_etag,
-    checkpoint_id_validate,
-    checkpoint_ns_validate,
-    checkpoints_of,
-    is_langgraph_checkpoint,
-    next_nodes,
-    nodes_run,
-)
-from .models import Checkpoint, CheckpointWrite, Thread
-from .selectors import (
-    etag_matches,
-    thread_get_for_admin,
-    thread_get_for_owner_or_admin,
-    thread_get_for_read,
-    thread_id_validate,
-)
+from sessions_app.checkpoints.langgraph import is_langgraph_checkpoint, next_nodes, nodes_run
+from sessions_app.checkpoints.selectors import checkpoint_etag, checkpoint_id_validate, checkpoint_ns_validate
+from sessions_app.checkpoints.wire import WRITES_IDX_MAP
+from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
+from sessions_app.threads.models import Thread
+from sessions_app.threads.selectors import etag_matches, thread_id_validate
 
 NODE_ID_MAX = 255
 TASK_ID_MAX = 255
 TASK_PATH_MAX = 1024
 CHANNEL_MAX = 255
-RUN_ID_MAX = 128
 MAX_WRITES_PER_CALL = 10_000
-MAX_THREADS_PER_CALL = 1000
 
 PruneStrategy = Literal["keep_latest", "delete"]
 
@@ -409,242 +393,10 @@ def checkpoint_put_writes(
 # --- removal: release, delete_thread, prune, delete_for_runs ----------------------------------
 
 
-@transaction.atomic
-def checkpoint_release(*, actor, thread_id: str, request=None) -> dict[str, Any]:
-    """Admin: remove every checkpoint (all namespaces, with their writes) and return them.
-
-    Seed 000's release: the answer is the tag `{thread_id, checkpoints}` of what
-    was removed, newest first. The thread and its blocks stay.
-    """
-    thread = thread_get_for_admin(actor=actor, thread_id=thread_id, action="checkpoint.release", lock=True)
-    released = [checkpoint_as_dict(row, thread=thread) for row in checkpoints_of(thread)]
-    Checkpoint.objects.filter(thread=thread).delete()
-    CheckpointWrite.objects.filter(thread=thread).delete()
-    _touch(thread)
-    audit_record(
-        actor=actor,
-        action="checkpoint.release",
-        target=f"thread:{thread.thread_id}",
-        detail={"owner": thread.owner.get_username(), "checkpoints": len(released)},
-        request=request,
-    )
-    return {"thread_id": thread.thread_id, "checkpoints": released}
-
-
-@transaction.atomic
-def checkpoint_delete_thread(*, actor, thread_id: str, request=None) -> int:
-    """LangGraph's delete_thread: every checkpoint and write of the thread, all namespaces.
-
-    The owner or an admin; the thread itself (and its blocks) stays. Returns how
-    many checkpoints were removed.
-    """
-    thread = thread_get_for_owner_or_admin(actor=actor, thread_id=thread_id, action="checkpoint.delete_thread", lock=True)
-    count = Checkpoint.objects.filter(thread=thread).count()
-    Checkpoint.objects.filter(thread=thread).delete()
-    CheckpointWrite.objects.filter(thread=thread).delete()
-    _touch(thread)
-    audit_record(
-        actor=actor,
-        action="checkpoint.delete_thread",
-        target=f"thread:{thread.thread_id}",
-        detail={"owner": thread.owner.get_username(), "checkpoints": count},
-        request=request,
-    )
-    return count
-
-
-def thread_ids_input(value: Any, field_name: str = "thread_ids") -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise InvalidInput(f"{field_name} must be a list of thread ids.", fields={field_name: ["must be a list of strings."]})
-    if len(value) > MAX_THREADS_PER_CALL:
-        message = f"at most {MAX_THREADS_PER_CALL} ids."
-        raise InvalidInput(f"{field_name}: {message}", fields={field_name: [message]})
-    for index, item in enumerate(value):
-        try:
-            thread_id_validate(item)
-        except InvalidInput:
-            raise InvalidInput(
-                f"{field_name}[{index}] is not a valid thread id.", fields={f"{field_name}[{index}]": ["is not a valid thread id."]}
-            ) from None
-    return list(dict.fromkeys(value))
-
-
-@transaction.atomic
-def checkpoint_prune(*, actor, thread_ids: Iterable[str], strategy: Any = "keep_latest", request=None) -> dict[str, int]:
-    """LangGraph's prune: keep only the latest checkpoint of each namespace, or delete them all.
-
-    Threads that do not exist are skipped (as LangGraph's savers do); a thread
-    the actor may not delete (another member's, or any for an operator) is a 403
-    and nothing is pruned. The latest checkpoint keeps its pending writes.
-    """
-    if strategy is None:
-        strategy = "keep_latest"
-    if strategy not in ("keep_latest", "delete"):
-        raise InvalidInput(
-            "strategy must be keep_latest or delete.", fields={"strategy": ["must be keep_latest or delete."]}
-        )
-    ids = thread_ids_input(list(thread_ids))
-    _ensure_may_write(actor, ids[0] if ids else "", "checkpoint.prune")
-    threads = list(Thread.objects.select_for_update().filter(thread_id__in=ids).order_by("pk"))
-    for thread in threads:
-        if not (roles.is_admin(actor) or thread.owner_id == actor.pk):
-            raise _deny(thread.thread_id, "checkpoint.prune", "This thread belongs to another user.")
-    qs = Checkpoint.objects.filter(thread__in=threads)
-    writes = CheckpointWrite.objects.filter(thread__in=threads)
-    if strategy == "keep_latest":
-        keep = list(
-            Checkpoint.objects.filter(thread__in=threads)
-            .values("thread", "checkpoint_ns")
-            .annotate(latest=Max("id"))
-            .values_list("latest", flat=True)
-        )
-        qs = qs.exclude(pk__in=keep)
-        # The kept checkpoints keep their writes; every other write of these threads goes.
-        writes = writes.exclude(Exists(Checkpoint.objects.filter(pk__in=keep).filter(_same_checkpoint())))
-    removed = qs.count()
-    writes.delete()
-    qs.delete()
-    if threads:
-        audit_record(
-            actor=actor,
-            action="checkpoint.prune",
-            target=",".join(f"thread:{t.thread_id}" for t in threads)[:200],
-            detail={"strategy": strategy, "threads": [t.thread_id for t in threads], "checkpoints": removed},
-            request=request,
-        )
-    return {"threads": len(threads), "checkpoints": removed}
-
-
-def run_ids_input(value: Any) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(item, str) and 0 < len(item) <= RUN_ID_MAX for item in value):
-        message = f"must be a list of run ids (1 to {RUN_ID_MAX} characters)."
-        raise InvalidInput(f"run_ids {message}", fields={"run_ids": [message]})
-    if len(value) > MAX_THREADS_PER_CALL:
-        raise InvalidInput("run_ids: too many ids.", fields={"run_ids": [f"at most {MAX_THREADS_PER_CALL} ids."]})
-    return list(dict.fromkeys(value))
-
-
-@transaction.atomic
-def checkpoint_delete_for_runs(*, actor, run_ids: Any, request=None) -> int:
-    """LangGraph's delete_for_runs: checkpoints (and writes) whose metadata run_id is listed.
-
-    Only the actor's own threads are searched, so a run id never reaches
-    another user's checkpoints; operators write nothing.
-    """
-    ids = run_ids_input(run_ids)
-    _ensure_may_write(actor, "", "checkpoint.delete_for_runs")
-    if not ids:
-        return 0
-    qs = Checkpoint.objects.filter(thread__owner=actor, run_id__in=ids)
-    removed = qs.count()
-    if removed:
-        CheckpointWrite.objects.filter(thread__owner=actor).filter(Exists(qs.filter(_same_checkpoint()))).delete()
-        qs.delete()
-        audit_record(
-            actor=actor,
-            action="checkpoint.delete_for_runs",
-            target=f"user:{actor.get_username()}"[:200],
-            detail={"run_ids": ids[:50], "checkpoints": removed},
-            request=request,
-        )
-    return removed
-
-
 # --- copy ----------------------------------------------------------------------------------------
-
-
-@transaction.atomic
-def checkpoint_copy_thread(*, actor, source_thread_id: str, target_thread_id: Any = None) -> Thread:
-    """LangGraph's copy_thread: every checkpoint and write of a thread, into another thread.
-
-    The actor must be able to read the source and write the target: the target
-    is created for the actor, or is the actor's own thread still without
-    checkpoints (else 409). Order, namespaces, parents, metadata and creation
-    times are kept. The new thread takes the source's metadata.
-    """
-    source = thread_get_for_read(actor=actor, thread_id=source_thread_id)
-    target_id = str(uuid.uuid4()) if target_thread_id is None else target_thread_id
-    if target_id == source.thread_id:
-        raise InvalidInput("thread_id must differ from the source thread.", fields={"thread_id": ["must differ from the source."]})
-    target, created = _thread_for_write(actor=actor, thread_id=target_id, action="checkpoint.copy", create=True)
-    if not created and Checkpoint.objects.filter(thread=target).exists():
-        raise Conflict(f"Thread {target_id!r} already has checkpoints.", fields={"thread_id": ["already has checkpoints."]})
-    if created:
-        target.metadata = source.metadata
-        target.save(update_fields=["metadata", "updated_at"])
-    originals = list(Checkpoint.objects.filter(thread=source).order_by("id"))
-    copies = [
-        Checkpoint(
-            thread=target,
-            checkpoint_ns=row.checkpoint_ns,
-            checkpoint_id=row.checkpoint_id,
-            parent_checkpoint_id=row.parent_checkpoint_id,
-            checkpoint=row.checkpoint,
-            metadata=row.metadata,
-            run_id=row.run_id,
-            node_id=row.node_id,
-            next_node_id=row.next_node_id,
-            created_at=row.created_at,
-        )
-        for row in originals
-    ]
-    # Rows of one INSERT take increasing keys in list order: the copy keeps the history order.
-    Checkpoint.objects.bulk_create(copies, batch_size=500)
-    writes = [
-        CheckpointWrite(
-            thread=target,
-            checkpoint_ns=write.checkpoint_ns,
-            checkpoint_id=write.checkpoint_id,
-            task_id=write.task_id,
-            task_path=write.task_path,
-            idx=write.idx,
-            channel=write.channel,
-            value=_json_field_value(write.value),
-            created_at=write.created_at,
-        )
-        for write in CheckpointWrite.objects.filter(thread=source).order_by("id")
-    ]
-    CheckpointWrite.objects.bulk_create(writes, batch_size=1000)
-    return target
 
 
 # --- LangGraph's thread writes (POST /threads, PATCH /threads/{id}) ---------------------------------
 
 
-@transaction.atomic
-def thread_create(*, actor, thread_id: Any = None, metadata: Any = None, if_exists: Any = None) -> tuple[Thread, bool]:
-    """LangGraph's thread create: the id is optional (a uuid is made), metadata is stored.
-
-    `if_exists` "raise" (the default) answers 409 when the id is taken;
-    "do_nothing" returns the existing thread when the actor may read it (403 otherwise).
-    """
-    if if_exists is None:
-        if_exists = "raise"
-    if if_exists not in ("raise", "do_nothing"):
-        raise InvalidInput("if_exists must be raise or do_nothing.", fields={"if_exists": ["must be raise or do_nothing."]})
-    metadata = _json_object(metadata, "metadata")
-    thread_id = str(uuid.uuid4()) if thread_id is None else thread_id
-    thread_id_validate(thread_id)
-    _ensure_may_write(actor, thread_id, "thread.create")
-    if Thread.objects.filter(thread_id=thread_id).exists():
-        if if_exists == "raise":
-            raise Conflict(f"Thread {thread_id!r} already exists.", fields={"thread_id": ["already exists."]})
-        return thread_get_for_read(actor=actor, thread_id=thread_id), False
-    try:
-        with transaction.atomic():
-            thread = Thread.objects.create(thread_id=thread_id, owner=actor, metadata=metadata)
-    except IntegrityError:
-        if if_exists == "raise":
-            raise Conflict(f"Thread {thread_id!r} already exists.", fields={"thread_id": ["already exists."]}) from None
-        return thread_get_for_read(actor=actor, thread_id=thread_id), False
-    return thread, True
-
-
-@transaction.atomic
-def thread_update_metadata(*, actor, thread_id: str, metadata: Any) -> Thread:
-    """LangGraph's thread update: the given metadata keys are merged into the thread's (owner only)."""
-    metadata = _json_object(metadata, "metadata", required=True)
-    thread, _ = _thread_for_write(actor=actor, thread_id=thread_id, action="thread.update", create=False)
-    thread.metadata = {**(thread.metadata or {}), **metadata}
-    thread.save(update_fields=["metadata", "updated_at"])
-    return thread
+RUN_ID_MAX = 128

@@ -10,18 +10,19 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import path, reverse
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from memoryadmin import roles
 
-from . import checkpoint_selectors as cs
-from . import checkpoint_services
-from .selectors import thread_get_for_read
+from sessions_app.checkpoints import selectors as cs
+from sessions_app.threads.selectors import thread_get_for_read
+from sessions_app.checkpoints import lifecycle
+from sessions_app.checkpoints import timeline as tl
 
 ALL_NAMESPACES = "*"
-TEMPLATE = "sessions_app/checkpoint_timeline.html"
+TEMPLATE = "checkpoints/checkpoint_timeline.html"
 
 
 def _namespace(request: HttpRequest) -> str | None:
@@ -38,10 +39,10 @@ def checkpoint_timeline(request: HttpRequest, thread_id: str) -> HttpResponse:
     selected_ns = cs.checkpoint_ns_validate(request.GET.get("cns", ""), "cns")
     if request.htmx and request.htmx.target == "checkpoint-detail" and selected:
         thread = thread_get_for_read(actor=request.user, thread_id=thread_id)
-        detail = cs.checkpoint_detail_in(thread=thread, checkpoint_id=selected, checkpoint_ns=selected_ns)
+        detail = tl.checkpoint_detail_in(thread=thread, checkpoint_id=selected, checkpoint_ns=selected_ns)
         return render(request, f"{TEMPLATE}#checkpoint-detail", {"thread": thread, "detail": detail})
     checkpoint_ns = _namespace(request)
-    timeline = cs.checkpoint_timeline(
+    timeline = tl.checkpoint_timeline(
         actor=request.user,
         thread_id=thread_id,
         checkpoint_ns=checkpoint_ns,
@@ -49,10 +50,10 @@ def checkpoint_timeline(request: HttpRequest, thread_id: str) -> HttpResponse:
     )
     detail = None
     if selected:
-        detail = cs.checkpoint_detail_in(thread=timeline.thread, checkpoint_id=selected, checkpoint_ns=selected_ns)
+        detail = tl.checkpoint_detail_in(thread=timeline.thread, checkpoint_id=selected, checkpoint_ns=selected_ns)
     elif timeline.rows:
         newest = timeline.rows[0].checkpoint
-        detail = cs.checkpoint_detail_in(
+        detail = tl.checkpoint_detail_in(
             thread=timeline.thread, checkpoint_id=newest.checkpoint_id, checkpoint_ns=newest.checkpoint_ns
         )
     context = {
@@ -70,13 +71,9 @@ def checkpoint_timeline(request: HttpRequest, thread_id: str) -> HttpResponse:
 @login_required
 def checkpoint_release(request: HttpRequest, thread_id: str) -> HttpResponse:
     """Admin: the API's release, from the dashboard (same service, same audit record)."""
-    result = checkpoint_services.checkpoint_release(actor=request.user, thread_id=thread_id, request=request)
+    result = lifecycle.checkpoint_release(actor=request.user, thread_id=thread_id, request=request)
     messages.success(request, f"Released {len(result['checkpoints'])} checkpoints of {thread_id}.")
     url = reverse("thread-checkpoints", args=[thread_id])
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
-urlpatterns = [
-    path("", checkpoint_timeline, name="thread-checkpoints"),
-    path("release", checkpoint_release, name="thread-checkpoints-release"),
-]

@@ -185,27 +185,3 @@ def thread_messages(*, actor, thread_id: str, archived: ArchivedFilter = "false"
     return thread_blocks(thread=thread, archived=archived, listed_roles_only=True)
 
 
-def thread_detail(*, actor, thread_id: str) -> dict[str, Any]:
-    """The thread as the detail endpoint shows it (LangGraph's thread fields included).
-
-    `values` and `status` are read from the latest checkpoint, in LangGraph's
-    shape, with the checkpoint count: one query more than the thread itself.
-    """
-    from .checkpoint_selectors import thread_latest  # it imports this module
-
-    thread = thread_get_for_read(actor=actor, thread_id=thread_id)
-    latest = thread_latest(thread)
-    return {
-        "thread_id": thread.thread_id,
-        "owner": thread.owner.get_username(),
-        "agent_code": thread.agent_code,
-        "title": thread.title,
-        "created_at": thread.created_at,
-        "updated_at": thread.updated_at,
-        "metadata": thread.metadata,
-        "status": latest["status"],
-        "values": latest["values"],
-        "active_blocks": thread.active_count,
-        "archived_blocks": thread.archived_count,
-        "checkpoints": latest["checkpoints"],
-    }

@@ -23,15 +23,9 @@ from memoryadmin.errors import Forbidden, InvalidInput, PreconditionFailed
 from memoryadmin.jsoncheck import json_storage_problem
 from memoryadmin.metrics import BLOCK_APPEND, BLOCK_ARCHIVE_WRITE, BLOCK_PERSIST_FAIL, BLOCK_TRUNCATE
 
-from .messages import ContextHasher, ParsedMessage, canonical, parse_message
+from sessions_app.threads.messages import ContextHasher, ParsedMessage, parse_message
 from .models import TITLE_MAX, Block, Thread, thread_rows_delete
-from .selectors import (
-    etag_matches,
-    thread_etag,
-    thread_get_for_admin,
-    thread_get_for_owner_or_admin,
-    thread_id_validate,
-)
+from sessions_app.threads.selectors import etag_matches, thread_etag, thread_get_for_admin, thread_get_for_owner_or_admin, thread_id_validate
 
 AGENT_CODE_MAX = 64
 

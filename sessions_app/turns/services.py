@@ -36,8 +36,9 @@ from memoryadmin.integrations.context import DEFAULT_MIN_SCORE, build_context
 from store_app.namespaces import namespace_from_path, namespace_validate
 from store_app.selectors import store_item_search, store_search_validate
 
-from .models import Thread, Turn, TurnChunk, turns_delete
-from .selectors import thread_agent_state, thread_get_for_read, thread_id_validate
+from sessions_app.threads.models import Thread
+from sessions_app.turns.models import Turn, TurnChunk, turns_delete
+from sessions_app.threads.selectors import thread_agent_state, thread_get_for_read, thread_id_validate
 
 QUESTION_MAX_CHARS = 100_000
 CHUNK_MAX_CHARS = 100_000

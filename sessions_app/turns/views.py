@@ -15,15 +15,16 @@ from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
-from django.urls import path
 from django.utils.html import escape
 from django.views.decorators.http import require_GET
 
 from memoryadmin.errors import InvalidInput
 from memoryadmin.integrations.context import DEFAULT_MIN_SCORE
 
-from . import selectors, turns
-from .models import Thread, Turn
+from sessions_app.threads import selectors
+from sessions_app.turns import services as turns
+from sessions_app.threads.models import Thread
+from sessions_app.turns.models import Turn
 
 
 def _form_number(text: str) -> Any:
@@ -61,7 +62,7 @@ def context_preview_page(request: HttpRequest, thread_id: str) -> HttpResponse:
             errors, status = exc.fields or {"budget": [exc.message]}, 400
     context = {"thread": thread, "form": form, "preview": preview, "errors": errors,
                "default_min_score": DEFAULT_MIN_SCORE}
-    template = "sessions_app/context_preview.html"
+    template = "turns/context_preview.html"
     if request.htmx:
         template += "#preview-result"
     return render(request, template, context, status=status)
@@ -77,7 +78,7 @@ def _seconds(name: str, default: float) -> float:
 def turns_panel(request: HttpRequest, thread_id: str) -> HttpResponse:
     """The pending turn and the finished turns: the fragment the thread page polls every 2 s."""
     context = turns.turn_context(actor=request.user, thread_id=thread_id)
-    return render(request, "sessions_app/_turns_panel.html", {"turn_context": context, "thread": context.thread})
+    return render(request, "turns/_turns_panel.html", {"turn_context": context, "thread": context.thread})
 
 
 def _sse(event: str, data: str, event_id: int | None = None) -> str:
@@ -151,8 +152,3 @@ def turns_stream(request: HttpRequest, thread_id: str) -> StreamingHttpResponse:
     return response
 
 
-urlpatterns = [
-    path("context/", context_preview_page, name="thread-context-preview"),
-    path("turns/", turns_panel, name="thread-turns-panel"),
-    path("turns/stream", turns_stream, name="thread-turns-stream"),
-]

@@ -8,8 +8,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from graphs_app import demo as graphs_demo
-from graphs_app.demo import BROKEN, REACT_AGENT
+from memoryadmin.demo import graphs as graphs_demo
+from memoryadmin.demo.graphs import BROKEN, REACT_AGENT
 from graphs_app.models import GraphDefinition
 from graphs_app.services import graph_create
 

@@ -12,8 +12,9 @@ from playwright.sync_api import expect
 from django.contrib.auth import get_user_model
 
 from memoryadmin.models import AuditEvent
-from sessions_app.models import Block, BulkJob, RetentionRun
-from sessions_app.selectors import thread_get_for_read
+from memoryadmin.operations.models import BulkJob, RetentionRun
+from sessions_app.models import Block
+from sessions_app.threads.selectors import thread_get_for_read
 
 from .conftest import shot, sign_in
 

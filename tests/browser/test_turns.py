@@ -6,8 +6,8 @@ import pytest
 from django.test import override_settings
 from playwright.sync_api import expect
 
-from sessions_app import turns
-from sessions_app.services import thread_save_agent_state
+from sessions_app.turns import services as turns
+from sessions_app.threads.services import thread_save_agent_state
 
 from ..conftest import make_user
 from .conftest import shot, sign_in

@@ -35,7 +35,7 @@ def keep_the_test_connection():
 @pytest.fixture
 def auth_headers(db):
     from memoryadmin.apikeys import apikey_create
-    from sessions_app.services import thread_save_agent_state
+    from sessions_app.threads.services import thread_save_agent_state
 
     from ..conftest import make_user
 

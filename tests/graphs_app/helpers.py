@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphs_app import services
-from graphs_app.demo import APPROVAL_INTERRUPT, BROKEN, LANGGRAPH_EXPORT, REACT_AGENT, RESEARCH_FANOUT, SEED_SUBGRAPH
+from memoryadmin.demo.graphs import APPROVAL_INTERRUPT, BROKEN, LANGGRAPH_EXPORT, REACT_AGENT, RESEARCH_FANOUT, SEED_SUBGRAPH
 
 __all__ = [
     "APPROVAL_INTERRUPT",

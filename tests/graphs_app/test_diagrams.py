@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphs_app import demo
+from memoryadmin.demo import graphs as demo
 from graphs_app.compiler import graph_compile
 from graphs_app.diagrams import mermaid_marked, preview_build
 from graphs_app.models import GraphDefinition

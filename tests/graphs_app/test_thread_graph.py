@@ -8,12 +8,13 @@ import pytest
 
 from graphs_app.selectors import PATH_LIMIT, graph_for_thread
 from memoryadmin.errors import Forbidden
-from sessions_app import checkpoint_services
+from sessions_app.checkpoints import services as checkpoint_services
 from sessions_app.models import Thread
-from sessions_app.services import thread_save_agent_state
+from sessions_app.threads.services import thread_save_agent_state
 
 from ..conftest import login_client
 from .helpers import APPROVAL_INTERRUPT, REACT_AGENT, SEED_SUBGRAPH, save
+from sessions_app.checkpoints import lifecycle
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +24,7 @@ def new_thread(user, thread_id: str, agent_code: str = "bot", metadata: dict | N
         actor=user, thread_id=thread_id, agent_code=agent_code, context=[{"role": "user", "content": "go"}]
     )
     if metadata is not None:
-        checkpoint_services.thread_update_metadata(actor=user, thread_id=thread_id, metadata=metadata)
+        lifecycle.thread_update_metadata(actor=user, thread_id=thread_id, metadata=metadata)
     return Thread.objects.get(thread_id=thread_id)
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from graphs_app.models import GraphDefinition
-from sessions_app.services import thread_save_agent_state
+from sessions_app.threads.services import thread_save_agent_state
 
 from ..conftest import login_client
 from .helpers import BROKEN, HOSTILE, LANGGRAPH_EXPORT, REACT_AGENT, SEED_SUBGRAPH, chain, save

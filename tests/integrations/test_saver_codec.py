@@ -22,7 +22,7 @@ from memoryadmin.integrations.langgraph_saver import (
     MemoryAdminSaver,
     ValueCodec,
 )
-from sessions_app import checkpoint_selectors as cs
+from sessions_app.checkpoints import wire as wire_format
 
 codec = ValueCodec(JsonPlusSerializer())
 
@@ -61,7 +61,7 @@ def test_langchain_messages_are_readable_json_and_come_back_equal():
     assert not any(is_blob(item) for item in sent)
     assert sent[1]["lc"] == 1 and sent[1]["id"][-1] == "HumanMessage" and sent[1]["kwargs"]["content"] == "What is 6 x 7?"
     assert roundtrip(messages) == messages
-    assert [(m.role, m.content) for m in cs.message_list(sent)] == [
+    assert [(m.role, m.content) for m in wire_format.message_list(sent)] == [
         ("system", "Be brief."),
         ("user", "What is 6 x 7?"),
         ("assistant", ""),
@@ -117,7 +117,7 @@ def test_only_the_odd_item_of_a_list_becomes_a_blob():
 
 def test_the_dashboard_never_shows_blob_bytes():
     sent = wire({"raw": b"\x00secret-bytes"})
-    shown = cs.readable(sent)
+    shown = wire_format.readable(sent)
     assert shown["raw"].startswith("<binary value (bytes, 13 bytes)")
     assert base64.b64encode(b"\x00secret-bytes").decode() not in json.dumps(shown)
 

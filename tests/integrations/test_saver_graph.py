@@ -14,7 +14,7 @@ from langgraph.types import Command, interrupt
 
 from memoryadmin.apikeys import apikey_create
 from memoryadmin.integrations.langgraph_saver import MemoryAdminForbidden, MemoryAdminSaver
-from sessions_app.checkpoint_selectors import BLOB_KEY, message_list
+from sessions_app.checkpoints.wire import BLOB_KEY, message_list
 from sessions_app.models import Checkpoint, CheckpointWrite
 
 pytestmark = pytest.mark.django_db(transaction=True)

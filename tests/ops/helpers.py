@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from sessions_app.checkpoint_services import checkpoint_input, checkpoint_put, checkpoint_put_writes, write_input
+from sessions_app.checkpoints.services import checkpoint_input, checkpoint_put, checkpoint_put_writes, write_input
 from sessions_app.models import Block, Checkpoint, CheckpointWrite, Thread
-from sessions_app.services import thread_save_agent_state
+from sessions_app.threads.services import thread_save_agent_state
 from store_app.models import StoreItem
 from store_app.services import store_item_put
 
@@ -87,7 +87,7 @@ def broken_parents() -> list[str]:
 
 def table_counts() -> dict[str, int]:
     from memoryadmin.models import AuditEvent
-    from sessions_app.models import BulkJob, RetentionPolicy, RetentionRun
+    from memoryadmin.operations.models import BulkJob, RetentionPolicy, RetentionRun
 
     return {
         "threads": Thread.objects.count(),

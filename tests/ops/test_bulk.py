@@ -10,8 +10,9 @@ from django.core.management import call_command
 from memoryadmin import roles
 from memoryadmin.errors import Forbidden
 from memoryadmin.models import AuditEvent
-from sessions_app import bulk
-from sessions_app.models import Block, BulkJob, Checkpoint, Thread
+from memoryadmin.operations import bulk
+from memoryadmin.operations.models import BulkJob
+from sessions_app.models import Block, Checkpoint, Thread
 
 from ..conftest import login_client
 from .helpers import broken_parents, checkpoints, compacted, save, table_counts, turns

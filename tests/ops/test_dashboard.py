@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from memoryadmin.audit import audit_record
-from sessions_app.dashboard import dashboard_for
+from memoryadmin.operations.dashboard import dashboard_for
 from sessions_app.models import Block
 
 from ..conftest import login_client

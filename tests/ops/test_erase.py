@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 
 from memoryadmin.apikeys import apikey_create
 from memoryadmin.models import ApiKey, AuditEvent
-from sessions_app.erase import user_erase, user_erase_preview
+from memoryadmin.operations.erase import user_erase, user_erase_preview
 from sessions_app.models import Block, Checkpoint, CheckpointWrite, Thread
 from store_app.models import StoreItem
 

@@ -6,7 +6,8 @@ import pytest
 from django.core.management import call_command
 
 from memoryadmin.models import AuditEvent
-from sessions_app.models import Checkpoint, RetentionPolicy, RetentionRun
+from memoryadmin.operations.models import RetentionPolicy, RetentionRun
+from sessions_app.models import Checkpoint
 
 from ..conftest import login_client
 from .helpers import age_archived, checkpoints, compacted, table_counts

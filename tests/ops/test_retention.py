@@ -11,8 +11,9 @@ from django.utils import timezone
 
 from memoryadmin.errors import Forbidden, InvalidInput
 from memoryadmin.models import AuditEvent
-from sessions_app import retention
-from sessions_app.models import Block, Checkpoint, CheckpointWrite, RetentionPolicy, Thread
+from memoryadmin.operations import retention
+from memoryadmin.operations.models import RetentionPolicy
+from sessions_app.models import Block, Checkpoint, CheckpointWrite, Thread
 from store_app.models import StoreItem
 
 from .helpers import (

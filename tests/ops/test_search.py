@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from memoryadmin.models import AuditEvent
 from sessions_app.models import Block
-from sessions_app.search import MessageQuery, message_search, message_search_queryset, search_backend, snippet
+from memoryadmin.operations.search import MessageQuery, message_search, message_search_queryset, search_backend, snippet
 
 from ..conftest import IS_POSTGRES, login_client
 from .helpers import save

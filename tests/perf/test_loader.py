@@ -14,10 +14,11 @@ import psycopg
 import pytest
 from django.db import connection
 
-from sessions_app.checkpoint_selectors import checkpoint_get, thread_state
+from sessions_app.checkpoints.langgraph import thread_state
+from sessions_app.checkpoints.selectors import checkpoint_get
 from sessions_app.models import Block, Thread
-from sessions_app.selectors import thread_agent_state
-from sessions_app.services import thread_save_agent_state
+from sessions_app.threads.selectors import thread_agent_state
+from sessions_app.threads.services import thread_save_agent_state
 from store_app.selectors import store_item_search, store_namespace_children, store_search_validate
 
 from ..conftest import IS_POSTGRES

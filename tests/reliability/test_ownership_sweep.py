@@ -12,7 +12,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from graphs_app.models import GraphDefinition
-from sessions_app.services import thread_save_agent_state
+from sessions_app.threads.services import thread_save_agent_state
 
 from ..conftest import api_client_for, make_user
 

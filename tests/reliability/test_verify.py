@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 
 from sessions_app.models import Block, Checkpoint, Thread
-from sessions_app.services import thread_save_agent_state
+from sessions_app.threads.services import thread_save_agent_state
 
 pytestmark = pytest.mark.django_db
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sessions_app import checkpoint_demo
+from memoryadmin.demo import checkpoints as checkpoint_demo
 from sessions_app.models import Checkpoint
-from sessions_app.selectors import thread_detail
+from sessions_app.checkpoints.langgraph import thread_detail
 
 from ..conftest import login_client
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 from memoryadmin.models import AuditEvent
-from sessions_app import checkpoint_services as svc
+from sessions_app.checkpoints import services as svc
 from sessions_app.models import Checkpoint, CheckpointWrite, Thread
 
 from ..conftest import login_client
+from sessions_app.checkpoints import lifecycle
 
 pytestmark = pytest.mark.django_db
 
@@ -124,7 +125,7 @@ def test_delete_for_runs_never_reaches_another_users_checkpoints(alices_thread, 
 
 
 def test_search_shows_only_visible_threads(alices_thread, bob_api, operator_api):
-    svc.thread_create(actor=Thread.objects.get(thread_id="t1").owner, thread_id="t2")
+    lifecycle.thread_create(actor=Thread.objects.get(thread_id="t1").owner, thread_id="t2")
     assert bob_api.post("/api/v1/threads/search", {}, format="json").json() == []
     assert {t["thread_id"] for t in operator_api.post("/api/v1/threads/search", {}, format="json").json()} == {"t1", "t2"}
 

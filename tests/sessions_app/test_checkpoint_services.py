@@ -7,9 +7,12 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP as LANGGRAPH_WRITES_IDX_MAP
 
 from memoryadmin.errors import Conflict, Forbidden, InvalidInput, NotFound
 from memoryadmin.models import AuditEvent
-from sessions_app import checkpoint_selectors as cs
-from sessions_app import checkpoint_services as svc
+from sessions_app.checkpoints import selectors as cs
+from sessions_app.checkpoints import services as svc
 from sessions_app.models import Checkpoint, CheckpointWrite, Thread
+from sessions_app.checkpoints import containment
+from sessions_app.checkpoints import lifecycle
+from sessions_app.checkpoints import wire
 
 pytestmark = pytest.mark.django_db
 
@@ -114,7 +117,7 @@ def test_release_returns_what_it_removed_and_removes_it(alice, admin_user):
     put(alice, checkpoint_id="b", state={"v": 2}, parent="a")
     put(alice, checkpoint_id="s", ns="child:1")
     write(alice, "b", [("ch", "x")])
-    tag = svc.checkpoint_release(actor=admin_user, thread_id="t1")
+    tag = lifecycle.checkpoint_release(actor=admin_user, thread_id="t1")
     assert tag["thread_id"] == "t1"
     assert [c["checkpoint_id"] for c in tag["checkpoints"]] == ["s", "b", "a"]
     assert tag["checkpoints"][1]["pending_writes"][0]["value"] == "x"
@@ -129,7 +132,7 @@ def test_release_is_for_admins_only(alice, operator):
     put(alice, checkpoint_id="a")
     for actor in (alice, operator):
         with pytest.raises(Forbidden):
-            svc.checkpoint_release(actor=actor, thread_id="t1")
+            lifecycle.checkpoint_release(actor=actor, thread_id="t1")
     assert Checkpoint.objects.count() == 1
 
 
@@ -158,7 +161,7 @@ def test_writes_are_idempotent_per_task_and_index_and_special_channels_are_upser
 
 
 def test_the_special_write_indexes_are_langgraphs():
-    assert cs.WRITES_IDX_MAP == LANGGRAPH_WRITES_IDX_MAP
+    assert wire.WRITES_IDX_MAP == LANGGRAPH_WRITES_IDX_MAP
 
 
 def test_writes_may_arrive_before_their_checkpoint(alice):
@@ -196,18 +199,18 @@ def test_metadata_filter_is_containment(alice):
 
 def test_json_contains_follows_postgresql():
     doc = {"a": [1, [2, 3], {"b": True}], "s": "x", "n": None}
-    assert cs.json_contains(doc, {"a": [[2]]})
-    assert cs.json_contains(doc, {"a": [{"b": True}, 1]})
-    assert not cs.json_contains(doc, {"a": [{"b": 1}]})
-    assert not cs.json_contains(doc, {"a": 1})
-    assert cs.json_contains(doc, {"n": None}) and not cs.json_contains(doc, {"s": None})
+    assert containment.json_contains(doc, {"a": [[2]]})
+    assert containment.json_contains(doc, {"a": [{"b": True}, 1]})
+    assert not containment.json_contains(doc, {"a": [{"b": 1}]})
+    assert not containment.json_contains(doc, {"a": 1})
+    assert containment.json_contains(doc, {"n": None}) and not containment.json_contains(doc, {"s": None})
 
 
 def test_delete_thread_removes_every_namespace_and_keeps_the_thread(alice):
     put(alice, checkpoint_id="a")
     put(alice, checkpoint_id="b", ns="child:1")
     write(alice, "a", [("ch", 1)])
-    assert svc.checkpoint_delete_thread(actor=alice, thread_id="t1") == 2
+    assert lifecycle.checkpoint_delete_thread(actor=alice, thread_id="t1") == 2
     assert not Checkpoint.objects.exists() and not CheckpointWrite.objects.exists()
     assert Thread.objects.filter(thread_id="t1").exists()
 
@@ -219,7 +222,7 @@ def test_prune_keep_latest_keeps_one_per_namespace_with_its_writes(alice):
     put(alice, checkpoint_id="y", ns="child:1")
     write(alice, "a", [("ch", "old")])
     write(alice, "c", [("ch", "kept")])
-    result = svc.checkpoint_prune(actor=alice, thread_ids=["t1", "missing"], strategy="keep_latest")
+    result = lifecycle.checkpoint_prune(actor=alice, thread_ids=["t1", "missing"], strategy="keep_latest")
     assert result == {"threads": 1, "checkpoints": 3}
     assert sorted(Checkpoint.objects.values_list("checkpoint_id", flat=True)) == ["c", "y"]
     assert list(CheckpointWrite.objects.values_list("checkpoint_id", "value")) == [("c", "kept")]
@@ -229,14 +232,14 @@ def test_prune_delete_and_its_ownership(alice, bob, admin_user, operator):
     put(alice, checkpoint_id="a")
     put(bob, thread_id="bobs", checkpoint_id="b")
     with pytest.raises(Forbidden):
-        svc.checkpoint_prune(actor=alice, thread_ids=["t1", "bobs"], strategy="delete")
+        lifecycle.checkpoint_prune(actor=alice, thread_ids=["t1", "bobs"], strategy="delete")
     assert Checkpoint.objects.count() == 2  # nothing pruned, not even alice's own
     with pytest.raises(Forbidden):
-        svc.checkpoint_prune(actor=operator, thread_ids=["t1"], strategy="delete")
+        lifecycle.checkpoint_prune(actor=operator, thread_ids=["t1"], strategy="delete")
     with pytest.raises(InvalidInput) as bad:
-        svc.checkpoint_prune(actor=alice, thread_ids=["t1"], strategy="everything")
+        lifecycle.checkpoint_prune(actor=alice, thread_ids=["t1"], strategy="everything")
     assert "strategy" in bad.value.fields
-    assert svc.checkpoint_prune(actor=admin_user, thread_ids=["t1", "bobs"], strategy="delete")["checkpoints"] == 2
+    assert lifecycle.checkpoint_prune(actor=admin_user, thread_ids=["t1", "bobs"], strategy="delete")["checkpoints"] == 2
 
 
 def test_delete_for_runs_touches_only_the_actors_threads(alice, bob):
@@ -245,28 +248,28 @@ def test_delete_for_runs_touches_only_the_actors_threads(alice, bob):
     put(alice, checkpoint_id="c", ns="child:1", metadata={"run_id": "run-1"})
     put(bob, thread_id="bobs", checkpoint_id="d", metadata={"run_id": "run-1"})
     write(alice, "a", [("ch", 1)])
-    assert svc.checkpoint_delete_for_runs(actor=alice, run_ids=["run-1"]) == 2
+    assert lifecycle.checkpoint_delete_for_runs(actor=alice, run_ids=["run-1"]) == 2
     assert sorted(Checkpoint.objects.values_list("checkpoint_id", flat=True)) == ["b", "d"]
     assert not CheckpointWrite.objects.exists()
 
 
 def test_copy_thread_copies_history_writes_and_metadata(alice, bob):
-    svc.thread_create(actor=alice, thread_id="src", metadata={"graph_id": "agent"})
+    lifecycle.thread_create(actor=alice, thread_id="src", metadata={"graph_id": "agent"})
     put(alice, thread_id="src", checkpoint_id="a", state={"v": 1}, metadata={"step": 0})
     put(alice, thread_id="src", checkpoint_id="b", state={"v": 2}, parent="a")
     put(alice, thread_id="src", checkpoint_id="s", ns="child:1")
     write(alice, "b", [("ch", "w")], thread_id="src")
-    target = svc.checkpoint_copy_thread(actor=alice, source_thread_id="src", target_thread_id="dst")
+    target = lifecycle.checkpoint_copy_thread(actor=alice, source_thread_id="src", target_thread_id="dst")
     assert target.owner == alice and target.metadata == {"graph_id": "agent"}
     assert ids(alice, "dst") == ids(alice, "src") == ["s", "b", "a"]
     copied = cs.checkpoint_get(actor=alice, thread_id="dst", checkpoint_id="b")
     assert copied.parent_checkpoint_id == "a" and [w.value for w in copied.pending] == ["w"]
     with pytest.raises(Conflict):
-        svc.checkpoint_copy_thread(actor=alice, source_thread_id="src", target_thread_id="dst")
+        lifecycle.checkpoint_copy_thread(actor=alice, source_thread_id="src", target_thread_id="dst")
     with pytest.raises(Forbidden):
-        svc.checkpoint_copy_thread(actor=bob, source_thread_id="src", target_thread_id="bobs-copy")
+        lifecycle.checkpoint_copy_thread(actor=bob, source_thread_id="src", target_thread_id="bobs-copy")
     with pytest.raises(NotFound):
-        svc.checkpoint_copy_thread(actor=alice, source_thread_id="nope", target_thread_id="dst2")
+        lifecycle.checkpoint_copy_thread(actor=alice, source_thread_id="nope", target_thread_id="dst2")
     assert not Thread.objects.filter(thread_id__in=["bobs-copy", "dst2"]).exists()
 
 
@@ -316,26 +319,26 @@ def test_bad_checkpoint_ids_are_refused(alice, checkpoint_id):
 
 
 def test_thread_create_and_metadata_update(alice, bob, operator):
-    thread, created = svc.thread_create(actor=alice, metadata={"graph_id": "agent"})
+    thread, created = lifecycle.thread_create(actor=alice, metadata={"graph_id": "agent"})
     assert created and len(thread.thread_id) == 36 and thread.metadata == {"graph_id": "agent"}
     with pytest.raises(Conflict):
-        svc.thread_create(actor=alice, thread_id=thread.thread_id)
-    same, created = svc.thread_create(actor=alice, thread_id=thread.thread_id, if_exists="do_nothing")
+        lifecycle.thread_create(actor=alice, thread_id=thread.thread_id)
+    same, created = lifecycle.thread_create(actor=alice, thread_id=thread.thread_id, if_exists="do_nothing")
     assert same.pk == thread.pk and not created
     with pytest.raises(Forbidden):
-        svc.thread_create(actor=bob, thread_id=thread.thread_id, if_exists="do_nothing")
+        lifecycle.thread_create(actor=bob, thread_id=thread.thread_id, if_exists="do_nothing")
     with pytest.raises(Forbidden):
-        svc.thread_create(actor=operator, thread_id="ops")
-    updated = svc.thread_update_metadata(actor=alice, thread_id=thread.thread_id, metadata={"topic": "x"})
+        lifecycle.thread_create(actor=operator, thread_id="ops")
+    updated = lifecycle.thread_update_metadata(actor=alice, thread_id=thread.thread_id, metadata={"topic": "x"})
     assert updated.metadata == {"graph_id": "agent", "topic": "x"}
     with pytest.raises(Forbidden):
-        svc.thread_update_metadata(actor=bob, thread_id=thread.thread_id, metadata={"topic": "y"})
+        lifecycle.thread_update_metadata(actor=bob, thread_id=thread.thread_id, metadata={"topic": "y"})
     thread.refresh_from_db()
     assert thread.metadata == {"graph_id": "agent", "topic": "x"}
 
 
 def test_thread_delete_cascades_to_checkpoints_and_writes(alice):
-    from sessions_app.services import thread_delete
+    from sessions_app.threads.services import thread_delete
 
     put(alice, checkpoint_id="a")
     write(alice, "a", [("ch", 1)])

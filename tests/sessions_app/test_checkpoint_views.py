@@ -8,10 +8,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from sessions_app import checkpoint_services as svc
+from sessions_app.checkpoints import services as svc
 from sessions_app.models import Checkpoint, CheckpointWrite, Thread
 
 from ..conftest import login_client
+from sessions_app.checkpoints import lifecycle
 
 pytestmark = pytest.mark.django_db
 
@@ -98,7 +99,7 @@ def test_unknown_or_bad_checkpoints_are_404_and_400_pages(history, client, alice
 
 
 def test_an_empty_thread_says_so(client, alice):
-    svc.thread_create(actor=alice, thread_id="t1")
+    lifecycle.thread_create(actor=alice, thread_id="t1")
     login_client(client, alice)
     assert b"No checkpoint" in client.get(PAGE).content
 
@@ -151,14 +152,14 @@ def test_the_thread_detail_reads_the_latest_checkpoint_in_one_more_query(alice, 
     detail = alice_api.get("/api/v1/threads/t1").json()
     assert detail["checkpoints"] == 2 and detail["status"] == "interrupted"
     assert detail["values"] == {"messages": [{"content": "hi", "type": "human", "id": "h1"}]}
-    from sessions_app.selectors import thread_detail
+    from sessions_app.checkpoints.langgraph import thread_detail
 
     with CaptureQueriesContext(connection) as base:
         thread_detail(actor=alice, thread_id="t1")
     Thread.objects.create(thread_id="empty", owner=alice)
     with django_assert_num_queries(len(base)):
         assert thread_detail(actor=alice, thread_id="empty")["checkpoints"] == 0
-    from sessions_app.selectors import thread_get_for_read
+    from sessions_app.threads.selectors import thread_get_for_read
 
     with CaptureQueriesContext(connection) as read_only:
         thread_get_for_read(actor=alice, thread_id="t1")

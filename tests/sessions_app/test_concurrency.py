@@ -11,8 +11,8 @@ from django.db import connection
 
 from memoryadmin.apikeys import apikey_create
 from sessions_app.models import Block, Thread
-from sessions_app.selectors import thread_agent_state
-from sessions_app.services import thread_save_agent_state
+from sessions_app.threads.selectors import thread_agent_state
+from sessions_app.threads.services import thread_save_agent_state
 
 from ..conftest import IS_POSTGRES
 from .helpers import turns

@@ -14,10 +14,11 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, PermissionDeniedError
 
 from memoryadmin.apikeys import apikey_create
-from sessions_app import checkpoint_services as svc
+from sessions_app.checkpoints import services as svc
 from sessions_app.models import Thread
 
 from ..integrations.test_saver_graph import live_saver
+from sessions_app.checkpoints import lifecycle
 
 
 class State(TypedDict, total=False):
@@ -137,7 +138,7 @@ def test_the_sdk_reads_the_state_and_history_a_graph_left(sdk):
 
 @pytest.mark.django_db
 def test_a_thread_without_checkpoints_has_an_empty_state(alice_api, alice):
-    svc.thread_create(actor=alice, thread_id="empty")
+    lifecycle.thread_create(actor=alice, thread_id="empty")
     state = alice_api.get("/api/v1/threads/empty/state").json()
     assert state["values"] == {} and state["next"] == [] and state["checkpoint"]["checkpoint_id"] is None
     assert alice_api.post("/api/v1/threads/empty/history", {}, format="json").json() == []
@@ -170,7 +171,7 @@ def test_errors_come_back_as_the_langgraph_server_would(alice_api, alice):
         response = alice_api.post("/api/v1/threads/search", body, format="json")
         assert response.status_code == 400 and field in response.json()["errors"], body
     assert Thread.objects.count() == 0
-    svc.thread_create(actor=alice, thread_id="t1")
+    lifecycle.thread_create(actor=alice, thread_id="t1")
     patch = alice_api.patch("/api/v1/threads/t1", {"metadata": None}, format="json")
     assert patch.status_code == 400 and "metadata" in patch.json()["errors"]
     history = alice_api.post("/api/v1/threads/t1/history", {"before": 5}, format="json")

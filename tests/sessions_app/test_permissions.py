@@ -6,7 +6,7 @@ import pytest
 
 from memoryadmin.models import AuditEvent
 from sessions_app.models import Block, Thread
-from sessions_app.services import thread_save_agent_state
+from sessions_app.threads.services import thread_save_agent_state
 
 from ..conftest import login_client
 from .helpers import turns

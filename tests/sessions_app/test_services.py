@@ -8,8 +8,8 @@ from prometheus_client import REGISTRY
 from memoryadmin.errors import Forbidden, InvalidInput
 from memoryadmin.models import AuditEvent
 from sessions_app.models import Block, Thread
-from sessions_app.selectors import thread_agent_state
-from sessions_app.services import thread_clear, thread_delete, thread_save_agent_state
+from sessions_app.threads.selectors import thread_agent_state
+from sessions_app.threads.services import thread_clear, thread_delete, thread_save_agent_state
 
 from ..conftest import IS_POSTGRES
 from .helpers import turns
@@ -276,7 +276,7 @@ def test_a_save_that_raced_between_its_read_and_its_write_falls_back_to_the_lock
     """Another replica appends the same turn after this save read the chain head: the
     conditional update matches nothing, nothing is inserted twice, and the locked path
     finds the context already stored."""
-    import sessions_app.services as services
+    import sessions_app.threads.services as services
 
     save(alice, turns(4))
     real_parse = services._parse_messages

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sessions_app.models import Block, Thread
-from sessions_app.services import thread_save_agent_state
+from sessions_app.threads.services import thread_save_agent_state
 
 from ..conftest import login_client
 from .helpers import turns

@@ -9,7 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from store_app import demo, selectors, services
+from memoryadmin.demo import store as demo
+from store_app import selectors, services
 from store_app.models import StoreItem
 from tests.conftest import make_user
 

@@ -12,7 +12,7 @@ from memoryadmin.integrations.context import (
     build_context,
 )
 from memoryadmin.models import AuditEvent
-from sessions_app.services import thread_save_agent_state
+from sessions_app.threads.services import thread_save_agent_state
 from store_app.services import store_item_put
 
 from ..conftest import login_client

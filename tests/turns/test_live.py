@@ -6,8 +6,8 @@ import pytest
 from django.test import override_settings
 
 from memoryadmin.models import AuditEvent
-from sessions_app import turns
-from sessions_app.services import thread_save_agent_state
+from sessions_app.turns import services as turns
+from sessions_app.threads.services import thread_save_agent_state
 
 from ..conftest import login_client
 

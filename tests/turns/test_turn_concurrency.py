@@ -8,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connection
 
-from sessions_app import turns
+from sessions_app.turns import services as turns
 from sessions_app.models import TurnChunk
-from sessions_app.services import thread_save_agent_state
+from sessions_app.threads.services import thread_save_agent_state
 
 from ..conftest import IS_POSTGRES
 

@@ -7,7 +7,7 @@ from django.test import override_settings
 
 from memoryadmin.models import AuditEvent
 from sessions_app.models import Turn, TurnChunk
-from sessions_app.services import thread_save_agent_state
+from sessions_app.threads.services import thread_save_agent_state
 
 pytestmark = pytest.mark.django_db
 
@@ -225,7 +225,7 @@ def test_reading_turns_costs_the_same_queries_whatever_their_number(alice_api, t
 
 
 def test_turn_state_is_shared_through_the_database_not_process_memory(alice, alice_api, thread):
-    from sessions_app import turns
+    from sessions_app.turns import services as turns
 
     turns.turn_begin(actor=alice, thread_id="t1", question="from one process")
     turns.turn_append_chunk(actor=alice, thread_id="t1", text="chunk")

@@ -16,7 +16,7 @@ DEMO_USERS = (
     ("alice", "member"),
     ("bob", "member"),
 )
-DEMO_MODULES = ("sessions_app.demo", "sessions_app.checkpoint_demo", "store_app.demo", "graphs_app.demo")
+DEMO_MODULES = ("memoryadmin.demo.threads", "memoryadmin.demo.checkpoints", "memoryadmin.demo.store", "memoryadmin.demo.graphs")
 
 
 class Command(BaseCommand):

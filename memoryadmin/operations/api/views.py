@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from memoryadmin.errors import InvalidInput
 
-from .. import export, search
+from memoryadmin.operations import export, search
 
 THREAD_ID = OpenApiParameter("thread_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="1..64 of [A-Za-z0-9_.:@$-], not \"search\"")
 

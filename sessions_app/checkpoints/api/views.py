@@ -16,10 +16,14 @@ from rest_framework.views import APIView
 
 from memoryadmin.errors import InvalidInput
 
-from .. import checkpoint_selectors as cs
-from .. import checkpoint_services as svc
-from . import checkpoint_serializers as s
-from .views import THREAD_ID, _body
+from sessions_app.checkpoints import selectors as cs
+from sessions_app.checkpoints import services as svc
+from sessions_app.checkpoints.api import serializers as s
+from sessions_app.threads.api.views import THREAD_ID
+from memoryadmin import params as qp
+from sessions_app.checkpoints import langgraph as lg
+from sessions_app.checkpoints import lifecycle
+from memoryadmin.api import json_body
 
 NS_SCHEMA = {"type": "string", "maxLength": cs.CHECKPOINT_NS_MAX, "pattern": s.NS_PATTERN}
 CHECKPOINT_ID = OpenApiParameter(
@@ -50,7 +54,7 @@ def _optional_body(request: Request) -> dict[str, Any]:
     """The JSON body, or {} when the client sent none (LangGraph's SDK posts copy with no body)."""
     if not request.body:
         return {}
-    return _body(request)
+    return json_body(request)
 
 
 def _refuse_unsupported(data: dict[str, Any], names: tuple[str, ...]) -> None:
@@ -78,7 +82,7 @@ class CheckpointListView(APIView):
             THREAD_ID,
             NS_QUERY_LIST,
             OpenApiParameter(
-                "limit", {"type": "integer", "minimum": 1, "maximum": cs.LIST_LIMIT_MAX}, description=f"default {cs.LIST_LIMIT_DEFAULT}"
+                "limit", {"type": "integer", "minimum": 1, "maximum": qp.LIST_LIMIT_MAX}, description=f"default {qp.LIST_LIMIT_DEFAULT}"
             ),
             OpenApiParameter(
                 "before", {"type": "string", "pattern": s.PARENT_ID_PATTERN}, description="a checkpoint id: list only older checkpoints"
@@ -96,9 +100,9 @@ class CheckpointListView(APIView):
             actor=request.user,
             thread_id=thread_id,
             checkpoint_ns=None if checkpoint_ns is None else cs.checkpoint_ns_validate(checkpoint_ns),
-            limit=cs.parse_limit(params.get("limit")),
+            limit=qp.parse_limit(params.get("limit")),
             before=params.get("before") or None,
-            metadata=cs.parse_json_object(params.get("metadata"), "metadata"),
+            metadata=qp.parse_json_object(params.get("metadata"), "metadata"),
         )
         return Response(
             {
@@ -115,7 +119,7 @@ class CheckpointListView(APIView):
         description="201 when the checkpoint is new, 200 when an existing id was replaced in place.",
     )
     def post(self, request: Request, thread_id: str) -> Response:
-        data = _body(request)
+        data = json_body(request)
         result = svc.checkpoint_put(
             actor=request.user, thread_id=thread_id, data=_put_input(data), checkpoint_id=data.get("checkpoint_id")
         )
@@ -128,7 +132,7 @@ class CheckpointListView(APIView):
         description="Owner or admin. All namespaces and pending writes; the thread and its blocks stay.",
     )
     def delete(self, request: Request, thread_id: str) -> Response:
-        count = svc.checkpoint_delete_thread(actor=request.user, thread_id=thread_id, request=request)
+        count = lifecycle.checkpoint_delete_thread(actor=request.user, thread_id=thread_id, request=request)
         return Response({"checkpoints": count})
 
 
@@ -183,7 +187,7 @@ class CheckpointDetailView(APIView):
         description="A `checkpoint_id` in the body, if any, must be the one in the path.",
     )
     def put(self, request: Request, thread_id: str, checkpoint_id: str) -> Response:
-        data = _body(request)
+        data = json_body(request)
         body_id = data.get("checkpoint_id")
         if body_id not in (None, checkpoint_id):
             raise InvalidInput(
@@ -208,7 +212,7 @@ class CheckpointWritesView(APIView):
         summary="Store a task's pending writes against a checkpoint",
     )
     def post(self, request: Request, thread_id: str, checkpoint_id: str) -> Response:
-        data = _body(request)
+        data = json_body(request)
         svc.checkpoint_put_writes(
             actor=request.user,
             thread_id=thread_id,
@@ -227,7 +231,7 @@ class CheckpointReleaseView(APIView):
         summary="Admin: release every checkpoint of a thread and return them",
     )
     def post(self, request: Request, thread_id: str) -> Response:
-        return Response(svc.checkpoint_release(actor=request.user, thread_id=thread_id, request=request))
+        return Response(lifecycle.checkpoint_release(actor=request.user, thread_id=thread_id, request=request))
 
 
 class ThreadCopyView(APIView):
@@ -239,8 +243,8 @@ class ThreadCopyView(APIView):
     )
     def post(self, request: Request, thread_id: str) -> Response:
         data = _optional_body(request)
-        target = svc.checkpoint_copy_thread(actor=request.user, source_thread_id=thread_id, target_thread_id=data.get("thread_id"))
-        return Response(cs.thread_langgraph_of(target))
+        target = lifecycle.checkpoint_copy_thread(actor=request.user, source_thread_id=thread_id, target_thread_id=data.get("thread_id"))
+        return Response(lg.thread_langgraph_of(target))
 
 
 class CheckpointPruneView(APIView):
@@ -250,10 +254,10 @@ class CheckpointPruneView(APIView):
         summary="Prune threads' checkpoints: keep the latest per namespace, or delete them all",
     )
     def post(self, request: Request) -> Response:
-        data = _body(request)
-        result = svc.checkpoint_prune(
+        data = json_body(request)
+        result = lifecycle.checkpoint_prune(
             actor=request.user,
-            thread_ids=svc.thread_ids_input(data.get("thread_ids")),
+            thread_ids=lifecycle.thread_ids_input(data.get("thread_ids")),
             strategy=data.get("strategy"),
             request=request,
         )
@@ -267,8 +271,8 @@ class CheckpointDeleteForRunsView(APIView):
         summary="Delete the caller's checkpoints made by the given runs (metadata run_id)",
     )
     def post(self, request: Request) -> Response:
-        data = _body(request)
-        count = svc.checkpoint_delete_for_runs(actor=request.user, run_ids=data.get("run_ids"), request=request)
+        data = json_body(request)
+        count = lifecycle.checkpoint_delete_for_runs(actor=request.user, run_ids=data.get("run_ids"), request=request)
         return Response({"checkpoints": count})
 
 
@@ -285,15 +289,15 @@ class ThreadSearchView(APIView):
         data = _optional_body(request)
         _refuse_unsupported(data, ("values", "select", "extract"))
         ids = data.get("ids")
-        threads = cs.thread_search(
+        threads = lg.thread_search(
             actor=request.user,
-            metadata=cs.parse_json_object(data.get("metadata"), "metadata"),
-            ids=None if ids is None else svc.thread_ids_input(ids, "ids"),
-            status=None if data.get("status") is None else cs.parse_choice(data["status"], "status", cs.THREAD_STATUSES, ""),
-            limit=cs.parse_limit(data.get("limit"), default=10),
-            offset=cs.parse_offset(data.get("offset")),
-            sort_by=cs.parse_choice(data.get("sort_by"), "sort_by", cs.SEARCH_SORT_FIELDS, "created_at"),
-            sort_order=cs.parse_choice(data.get("sort_order"), "sort_order", ("asc", "desc"), "desc"),
+            metadata=qp.parse_json_object(data.get("metadata"), "metadata"),
+            ids=None if ids is None else lifecycle.thread_ids_input(ids, "ids"),
+            status=None if data.get("status") is None else qp.parse_choice(data["status"], "status", lg.THREAD_STATUSES, ""),
+            limit=qp.parse_limit(data.get("limit"), default=10),
+            offset=qp.parse_offset(data.get("offset")),
+            sort_by=qp.parse_choice(data.get("sort_by"), "sort_by", lg.SEARCH_SORT_FIELDS, "created_at"),
+            sort_order=qp.parse_choice(data.get("sort_order"), "sort_order", ("asc", "desc"), "desc"),
         )
         return Response(threads)
 
@@ -307,7 +311,7 @@ class ThreadStateView(APIView):
     )
     def get(self, request: Request, thread_id: str) -> Response:
         return Response(
-            cs.thread_state(
+            lg.thread_state(
                 actor=request.user,
                 thread_id=thread_id,
                 checkpoint_ns=cs.checkpoint_ns_validate(request.query_params.get("checkpoint_ns")),
@@ -324,7 +328,7 @@ class ThreadStateAtView(APIView):
     )
     def get(self, request: Request, thread_id: str, checkpoint_id: str) -> Response:
         return Response(
-            cs.thread_state(
+            lg.thread_state(
                 actor=request.user,
                 thread_id=thread_id,
                 checkpoint_id=checkpoint_id,
@@ -342,7 +346,7 @@ class ThreadStateCheckpointView(APIView):
     def get(self, request: Request, thread_id: str) -> Response:
         # This route shadows state/<checkpoint_id> for that one id; answer as it would.
         return Response(
-            cs.thread_state(
+            lg.thread_state(
                 actor=request.user,
                 thread_id=thread_id,
                 checkpoint_id="checkpoint",
@@ -357,13 +361,13 @@ class ThreadStateCheckpointView(APIView):
         summary="A thread's state at a checkpoint given in the body (LangGraph's POST /state/checkpoint)",
     )
     def post(self, request: Request, thread_id: str) -> Response:
-        data = _body(request)
+        data = json_body(request)
         if not isinstance(data.get("checkpoint"), dict):
             raise InvalidInput("checkpoint must be an object {checkpoint_id, checkpoint_ns}.", fields={"checkpoint": ["must be an object."]})
         config = data["checkpoint"]
         checkpoint_id = config.get("checkpoint_id")
         return Response(
-            cs.thread_state(
+            lg.thread_state(
                 actor=request.user,
                 thread_id=thread_id,
                 checkpoint_id=None if checkpoint_id is None else cs.checkpoint_id_validate(checkpoint_id, "checkpoint.checkpoint_id"),
@@ -387,13 +391,13 @@ class ThreadHistoryView(APIView):
             before = before.get("checkpoint_id")
         if before is not None and not isinstance(before, str):
             raise InvalidInput("before must be a checkpoint id or a checkpoint config.", fields={"before": ["must be a checkpoint id."]})
-        config = cs.parse_json_object(data.get("checkpoint"), "checkpoint")
-        history = cs.thread_history(
+        config = qp.parse_json_object(data.get("checkpoint"), "checkpoint")
+        history = lg.thread_history(
             actor=request.user,
             thread_id=thread_id,
-            limit=cs.parse_limit(data.get("limit"), default=10),
+            limit=qp.parse_limit(data.get("limit"), default=10),
             before=before or None,
-            metadata=cs.parse_json_object(data.get("metadata"), "metadata"),
+            metadata=qp.parse_json_object(data.get("metadata"), "metadata"),
             checkpoint_ns=cs.checkpoint_ns_validate(config.get("checkpoint_ns"), "checkpoint.checkpoint_ns"),
         )
         return Response(history)

@@ -13,8 +13,9 @@ from store_app.api.serializers import LABEL_PATTERN, NAMESPACE_HELP
 from store_app.matching import MAX_QUERY_CHARS
 from store_app.namespaces import MAX_DEPTH
 
-from .. import turns
-from .views import THREAD_ID, _body
+from sessions_app.turns import services as turns
+from sessions_app.threads.api.views import THREAD_ID
+from memoryadmin.api import json_body
 
 # --- shapes (the rules are in sessions_app.turns) -----------------------------
 
@@ -89,7 +90,7 @@ class TurnsView(APIView):
         summary="Begin a turn (blank question: ignored)",
     )
     def post(self, request: Request, thread_id: str) -> Response:
-        body = _body(request)
+        body = json_body(request)
         turn = turns.turn_begin(actor=request.user, thread_id=thread_id, question=body.get("question"))
         if turn is None:
             return Response({"ignored": True})
@@ -102,7 +103,7 @@ class TurnChunksView(APIView):
         summary="Append a streamed chunk to the pending turn",
     )
     def post(self, request: Request, thread_id: str) -> Response:
-        body = _body(request)
+        body = json_body(request)
         result = turns.turn_append_chunk(actor=request.user, thread_id=thread_id, text=body.get("text"))
         return Response({"ignored": result.ignored, "index": result.index})
 
@@ -205,7 +206,7 @@ class ContextPreviewView(APIView):
         summary="The messages a model would receive for this thread, within a token budget",
     )
     def post(self, request: Request, thread_id: str) -> Response:
-        body = _body(request)
+        body = json_body(request)
         preview = turns.context_preview(
             actor=request.user, thread_id=thread_id, budget=body.get("budget"), namespace=body.get("namespace"),
             query=body.get("query"), min_score=body.get("min_score"),

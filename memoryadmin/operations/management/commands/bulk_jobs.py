@@ -10,8 +10,8 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from memoryadmin.errors import DomainError
-from sessions_app.bulk import BATCH, bulk_run
-from sessions_app.models import BulkJob
+from memoryadmin.operations.bulk import BATCH, bulk_run
+from memoryadmin.operations.models import BulkJob
 
 
 class Command(BaseCommand):

@@ -11,7 +11,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from memoryadmin.errors import DomainError
-from sessions_app.erase import BATCH, user_erase, user_erase_preview
+from memoryadmin.operations.erase import BATCH, user_erase, user_erase_preview
 
 
 class Command(BaseCommand):

@@ -14,8 +14,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.template.defaultfilters import filesizeformat
 
 from memoryadmin.errors import DomainError
-from sessions_app import retention
-from sessions_app.models import RetentionPolicy
+from memoryadmin.operations import retention
+from memoryadmin.operations.models import RetentionPolicy
 
 COLUMNS = ("threads_released", "threads_pruned", "threads_purged", "checkpoints", "pending_writes", "blocks", "items", "bytes")
 

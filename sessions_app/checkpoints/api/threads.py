@@ -1,0 +1,99 @@
+"""The thread resource as LangGraph's server has it: list and create, read, patch metadata, delete."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memoryadmin.api import UpdatedCursorPagination
+from memoryadmin.errors import InvalidInput
+
+from sessions_app.threads import selectors, services
+from sessions_app.checkpoints.api import serializers as cs_serializers
+from sessions_app.threads.api import serializers as s
+from sessions_app.checkpoints import langgraph as lg
+from sessions_app.checkpoints import lifecycle
+from sessions_app.threads.api.views import thread_summary
+from memoryadmin.api import THREAD_ID, json_body
+
+
+class ThreadListView(APIView):
+    pagination_class = UpdatedCursorPagination
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("q", str, description="text in the title, thread id or agent code"),
+            OpenApiParameter("agent_code", str),
+            OpenApiParameter("owner", str, description="username (operators and admins)"),
+            OpenApiParameter(
+                "limit", {"type": "integer", "minimum": 1, "maximum": UpdatedCursorPagination.max_page_size}, description="default 50"
+            ),
+            OpenApiParameter("cursor", str),
+        ],
+        responses=s.ThreadSummarySerializer(many=True),
+        summary="List threads",
+    )
+    def get(self, request: Request) -> Response:
+        params = request.query_params
+        threads = selectors.thread_list(
+            actor=request.user,
+            q=params.get("q", ""),
+            agent_code=params.get("agent_code", ""),
+            owner=params.get("owner", ""),
+        )
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(threads, request, view=self)
+        return paginator.get_paginated_response([thread_summary(t) for t in page])
+
+    @extend_schema(
+        request=cs_serializers.ThreadCreateSerializer,
+        responses={201: cs_serializers.LangGraphThreadSerializer, 200: cs_serializers.LangGraphThreadSerializer},
+        summary="Create a thread (LangGraph's POST /threads)",
+        description="201 when made; with if_exists=do_nothing an existing thread is returned with 200.",
+    )
+    def post(self, request: Request) -> Response:
+        data = json_body(request)
+        for name in ("ttl", "supersteps"):
+            if data.get(name) not in (None, [], {}):
+                raise InvalidInput(f"{name} is not supported by memoryadmin.", fields={name: ["is not supported."]})
+        thread, created = lifecycle.thread_create(
+            actor=request.user,
+            thread_id=data.get("thread_id"),
+            metadata=data.get("metadata"),
+            if_exists=data.get("if_exists"),
+        )
+        body = lg.thread_langgraph_of(thread)
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+class ThreadDetailView(APIView):
+    @extend_schema(parameters=[THREAD_ID], responses=s.ThreadDetailSerializer, summary="A thread with its counts")
+    def get(self, request: Request, thread_id: str) -> Response:
+        detail = lg.thread_detail(actor=request.user, thread_id=thread_id)
+        return Response(detail)
+
+    @extend_schema(
+        parameters=[THREAD_ID],
+        request=cs_serializers.ThreadPatchSerializer,
+        responses={200: cs_serializers.LangGraphThreadSerializer, 204: None},
+        summary="Merge metadata into a thread (LangGraph's PATCH /threads/{id})",
+        description="The owner only. `Prefer: return=minimal` answers 204 without a body.",
+    )
+    def patch(self, request: Request, thread_id: str) -> Response:
+        data = json_body(request)
+        if data.get("ttl") not in (None, {}):
+            raise InvalidInput("ttl is not supported by memoryadmin.", fields={"ttl": ["is not supported."]})
+        # PATCH: metadata may be left out (nothing to merge); given, it must be an object.
+        thread = lifecycle.thread_update_metadata(
+            actor=request.user, thread_id=thread_id, metadata=data["metadata"] if "metadata" in data else {}
+        )
+        if "return=minimal" in request.headers.get("Prefer", ""):
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        return Response(lg.thread_langgraph_of(thread))
+
+    @extend_schema(parameters=[THREAD_ID], responses={204: None}, summary="Delete a thread and all it holds")
+    def delete(self, request: Request, thread_id: str) -> Response:
+        services.thread_delete(actor=request.user, thread_id=thread_id, request=request)
+        return Response(status=status.HTTP_204_NO_CONTENT)

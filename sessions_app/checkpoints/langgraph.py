@@ -1,0 +1,376 @@
+"""LangGraph's semantics over stored checkpoints: graph position, thread state and status,
+history, search, and the thread shapes the LangGraph SDK reads (docs/checkpoints.md)."""
+
+from __future__ import annotations
+
+
+from typing import Any
+
+from django.db.models import Case, Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models.functions import Coalesce
+
+from memoryadmin.errors import NotFound
+
+from ..threads.models import Thread
+from .models import Checkpoint, CheckpointWrite
+from ..threads.selectors import thread_get_for_read
+from sessions_app.checkpoints.containment import _apply_exact, json_filter
+from sessions_app.checkpoints.selectors import attach_writes, checkpoint_get_in, checkpoint_list, writes_of
+from sessions_app.checkpoints.wire import ERROR, INTERRUPT, lc_envelope, plain, readable, state_values
+
+
+# --- graph position: which node wrote a checkpoint, which runs next ------------------------------
+
+
+def _version_key(version: Any) -> tuple[float, str]:
+    if isinstance(version, bool):
+        return (float(version), "")
+    if isinstance(version, int | float):
+        return (float(version), "")
+    text = str(version)
+    try:
+        return (float(text.split(".")[0]), text)
+    except ValueError:
+        return (0.0, text)
+
+
+def _trigger_node(channel: str) -> str | None:
+    if channel == "__start__":
+        return "__start__"
+    if channel.startswith("branch:to:"):
+        return channel[len("branch:to:"):]
+    return None
+
+
+def next_nodes(checkpoint: Any) -> list[str]:
+    """Nodes a LangGraph checkpoint will run next: those whose trigger channel moved past what they saw.
+
+    LangGraph triggers a node by writing its `branch:to:<node>` channel (and the
+    entry node by `__start__`); a node is due when that channel holds a value
+    whose version is newer than the one recorded in `versions_seen[node]`.
+    """
+    if not isinstance(checkpoint, dict):
+        return []
+    versions, seen = checkpoint.get("channel_versions"), checkpoint.get("versions_seen")
+    values = checkpoint.get("channel_values")
+    if not isinstance(versions, dict) or not isinstance(seen, dict) or not isinstance(values, dict):
+        return []
+    due = []
+    for channel, version in versions.items():
+        node = _trigger_node(channel)
+        # A consumed trigger is cleared from the values (its version still moves on).
+        if node is None or channel not in values:
+            continue
+        node_seen = seen.get(node) if isinstance(seen.get(node), dict) else {}
+        if channel not in node_seen or _version_key(node_seen[channel]) < _version_key(version):
+            due.append(node)
+    return sorted(set(due))
+
+
+def nodes_run(versions_seen: Any, parent_versions_seen: Any) -> list[str]:
+    """Nodes that ran between the parent and this checkpoint: their `versions_seen` changed."""
+    if not isinstance(versions_seen, dict):
+        return []
+    before = parent_versions_seen if isinstance(parent_versions_seen, dict) else {}
+    # versions_seen also tracks interrupts already raised, under a key that is not a node.
+    return sorted(node for node, seen in versions_seen.items() if node != INTERRUPT and before.get(node) != seen)
+
+
+def is_langgraph_checkpoint(checkpoint: Any) -> bool:
+    return (
+        isinstance(checkpoint, dict)
+        and isinstance(checkpoint.get("channel_versions"), dict)
+        and isinstance(checkpoint.get("versions_seen"), dict)
+    )
+
+# --- LangGraph's thread shapes -------------------------------------------------------------------
+
+
+def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str | None) -> dict[str, Any] | None:
+    if not checkpoint_id:
+        return None
+    return {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id, "checkpoint_map": None}
+
+
+def interrupts_of(writes) -> list[dict[str, Any]]:
+    """Interrupts raised against a checkpoint, as `{"value", "id"}` (LangGraph's Interrupt shape)."""
+    found = []
+    for write in writes:
+        if write.channel != INTERRUPT:
+            continue
+        items = write.value if isinstance(write.value, list) else [write.value]
+        for item in items:
+            envelope = lc_envelope(item)
+            fields = envelope[1] if envelope else {"value": item}
+            found.append({"value": plain(fields.get("value")), "id": str(fields.get("id") or write.task_id)})
+    return found
+
+
+def status_of(*, next_node_id: str, has_error: bool, has_interrupt: bool) -> str:
+    """LangGraph's thread status, read from the latest checkpoint.
+
+    memoryadmin runs no graph, so it cannot say "busy": a pending error write
+    means "error", a pending interrupt or nodes still due mean "interrupted"
+    (the graph stopped before finishing), anything else "idle".
+    """
+    if has_error:
+        return "error"
+    if has_interrupt or next_node_id:
+        return "interrupted"
+    return "idle"
+
+
+def checkpoint_state(checkpoint: Checkpoint, *, thread: Thread) -> dict[str, Any]:
+    """A checkpoint as LangGraph's ThreadState (`GET /threads/{id}/state`, history entries)."""
+    writes = checkpoint.pending
+    interrupts = interrupts_of(writes)
+    errors = [write for write in writes if write.channel == ERROR]
+    nexts = [node for node in checkpoint.next_node_id.split(",") if node]
+    task_ids = sorted({write.task_id for write in writes if write.channel in (INTERRUPT, ERROR)})
+    tasks = []
+    for node in nexts:
+        # Task ids live in the graph runtime; one is known only when a single task is due.
+        task_id = task_ids[0] if len(nexts) == 1 and len(task_ids) == 1 else ""
+        error = errors[0].value if len(nexts) == 1 and errors else None
+        tasks.append(
+            {
+                "id": task_id,
+                "name": node,
+                "path": [],
+                "error": readable(error) if error is not None else None,
+                "interrupts": interrupts if len(nexts) == 1 else [],
+                "checkpoint": None,
+                "state": None,
+                "result": None,
+            }
+        )
+    return {
+        "values": state_values(checkpoint.checkpoint),
+        "next": nexts,
+        "tasks": tasks,
+        "checkpoint": _config(thread.thread_id, checkpoint.checkpoint_ns, checkpoint.checkpoint_id),
+        "metadata": checkpoint.metadata,
+        "created_at": checkpoint.created_at.isoformat(),
+        "parent_checkpoint": _config(thread.thread_id, checkpoint.checkpoint_ns, checkpoint.parent_checkpoint_id),
+        "interrupts": interrupts,
+    }
+
+
+def _empty_state(thread: Thread) -> dict[str, Any]:
+    return {
+        "values": {},
+        "next": [],
+        "tasks": [],
+        "checkpoint": {"thread_id": thread.thread_id, "checkpoint_ns": "", "checkpoint_id": None, "checkpoint_map": None},
+        "metadata": {},
+        "created_at": None,
+        "parent_checkpoint": None,
+        "interrupts": [],
+    }
+
+
+def thread_state(*, actor, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = "") -> dict[str, Any]:
+    """LangGraph's `GET /threads/{id}/state[/{checkpoint_id}]`: an empty state before the first checkpoint."""
+    thread = thread_get_for_read(actor=actor, thread_id=thread_id)
+    try:
+        checkpoint = checkpoint_get_in(thread=thread, checkpoint_id=checkpoint_id, checkpoint_ns=checkpoint_ns)
+    except NotFound:
+        if checkpoint_id is not None:
+            raise
+        return _empty_state(thread)
+    return checkpoint_state(checkpoint, thread=thread)
+
+
+def thread_history(
+    *, actor, thread_id: str, limit: int = 10, before: str | None = None, metadata: dict | None = None, checkpoint_ns: str = ""
+) -> list[dict[str, Any]]:
+    """LangGraph's `POST /threads/{id}/history`: states newest first (one namespace, root by default)."""
+    page = checkpoint_list(
+        actor=actor, thread_id=thread_id, checkpoint_ns=checkpoint_ns, limit=limit, before=before, metadata=metadata
+    )
+    return [checkpoint_state(checkpoint, thread=page.thread) for checkpoint in page.checkpoints]
+
+
+def _latest_root(thread_ref) -> QuerySet:
+    return Checkpoint.objects.filter(thread=thread_ref, checkpoint_ns="").order_by("-id")
+
+
+def thread_latest(thread: Thread) -> dict[str, Any]:
+    """Checkpoint count, state values and status of a thread in ONE query.
+
+    The latest root-namespace checkpoint comes first (any namespace when the
+    thread has no root checkpoint), annotated with the thread's total count and
+    whether an error or an interrupt is pending against it.
+    """
+    count = (
+        Checkpoint.objects.filter(thread=thread).order_by().values("thread").annotate(n=Count("id")).values("n")
+    )
+    writes = writes_of()
+    row = (
+        Checkpoint.objects.filter(thread=thread)
+        .annotate(
+            total=Coalesce(Subquery(count[:1]), Value(0)),
+            has_error=Exists(writes.filter(channel=ERROR)),
+            has_interrupt=Exists(writes.filter(channel=INTERRUPT)),
+            root_first=Case(When(checkpoint_ns="", then=Value(0)), default=Value(1), output_field=IntegerField()),
+        )
+        .order_by("root_first", "-id")
+        .first()
+    )
+    if row is None:
+        return {"checkpoints": 0, "values": {}, "status": "idle", "latest": None}
+    root = row.checkpoint_ns == ""
+    return {
+        "checkpoints": row.total,
+        "values": state_values(row.checkpoint) if root else {},
+        "status": status_of(next_node_id=row.next_node_id, has_error=row.has_error, has_interrupt=row.has_interrupt)
+        if root
+        else "idle",
+        "latest": row,
+    }
+
+
+SEARCH_SORT_FIELDS = {"thread_id", "status", "created_at", "updated_at"}
+THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
+
+
+def threads_with_status(qs: QuerySet[Thread]) -> QuerySet[Thread]:
+    """Threads annotated with their latest root checkpoint, its status and their checkpoint count."""
+    latest = _latest_root(OuterRef("pk"))
+    writes = CheckpointWrite.objects.filter(
+        thread=OuterRef("pk"), checkpoint_ns="", checkpoint_id=OuterRef("latest_checkpoint_id")
+    )
+    count = (
+        Checkpoint.objects.filter(thread=OuterRef("pk")).order_by().values("thread").annotate(n=Count("id")).values("n")
+    )
+    return qs.annotate(
+        latest_checkpoint=Subquery(latest.values("pk")[:1]),
+        latest_checkpoint_id=Subquery(latest.values("checkpoint_id")[:1]),
+        latest_next=Subquery(latest.values("next_node_id")[:1]),
+        checkpoint_count=Coalesce(Subquery(count[:1]), Value(0)),
+    ).annotate(
+        latest_error=Exists(writes.filter(channel=ERROR)),
+        latest_interrupt=Exists(writes.filter(channel=INTERRUPT)),
+    ).annotate(
+        lg_status=Case(
+            When(latest_error=True, then=Value("error")),
+            When(Q(latest_interrupt=True) | Q(latest_next__gt=""), then=Value("interrupted")),
+            default=Value("idle"),
+        )
+    )
+
+
+def thread_search(
+    *,
+    actor,
+    metadata: dict[str, Any] | None = None,
+    ids: list[str] | None = None,
+    status: str | None = None,
+    limit: int = 10,
+    offset: int = 0,
+    sort_by: str = "created_at",
+    sort_order: str = "desc",
+) -> list[dict[str, Any]]:
+    """LangGraph's `POST /threads/search` over the threads the actor may see (constant queries)."""
+    qs = threads_with_status(Thread.objects.visible_to(actor).select_related("owner"))
+    if ids:
+        qs = qs.filter(thread_id__in=ids)
+    if status:
+        qs = qs.filter(lg_status=status)
+    qs, exact_in_python = json_filter(qs, "metadata", metadata or {})
+    order = "lg_status" if sort_by == "status" else sort_by
+    prefix = "-" if sort_order == "desc" else ""
+    qs = qs.order_by(f"{prefix}{order}", f"{prefix}id")
+    if exact_in_python:
+        threads = _apply_exact(qs, "metadata", metadata or {}, offset + limit)[offset:]
+    else:
+        threads = list(qs[offset : offset + limit])
+    return threads_as_langgraph(threads)
+
+
+def threads_as_langgraph(threads: list[Thread]) -> list[dict[str, Any]]:
+    """Threads (annotated by `threads_with_status`) in LangGraph's Thread shape, two more queries at most."""
+    latest_ids = [thread.latest_checkpoint for thread in threads if thread.latest_checkpoint]
+    latest = {}
+    if latest_ids:
+        # By thread as well as by id: each row is looked up in its own thread's partition.
+        in_threads = [thread.pk for thread in threads if thread.latest_checkpoint]
+        rows = attach_writes(list(Checkpoint.objects.filter(thread_id__in=in_threads, pk__in=latest_ids).defer("metadata")))
+        latest = {row.pk: row for row in rows}
+    out = []
+    for thread in threads:
+        row = latest.get(thread.latest_checkpoint)
+        out.append(
+            thread_as_langgraph(
+                thread,
+                values=state_values(row.checkpoint) if row else {},
+                status=thread.lg_status,
+                interrupts=_interrupts_by_task(row.pending) if row else {},
+                checkpoints=thread.checkpoint_count,
+            )
+        )
+    return out
+
+
+def _interrupts_by_task(writes) -> dict[str, list[dict[str, Any]]]:
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for write in writes:
+        if write.channel == INTERRUPT:
+            by_task.setdefault(write.task_id, []).extend(interrupts_of([write]))
+    return by_task
+
+
+def thread_as_langgraph(thread: Thread, *, values, status, interrupts, checkpoints: int) -> dict[str, Any]:
+    """LangGraph's Thread fields, plus memoryadmin's own (owner, agent, counts)."""
+    return {
+        "thread_id": thread.thread_id,
+        "created_at": thread.created_at,
+        "updated_at": thread.updated_at,
+        "metadata": thread.metadata,
+        "status": status,
+        "values": values,
+        "interrupts": interrupts,
+        "owner": thread.owner.get_username(),
+        "agent_code": thread.agent_code,
+        "title": thread.title,
+        "active_blocks": thread.active_count,
+        "archived_blocks": thread.archived_count,
+        "checkpoints": checkpoints,
+    }
+
+
+def thread_langgraph(*, actor, thread_id: str) -> dict[str, Any]:
+    """One thread in LangGraph's Thread shape (for POST/PATCH answers)."""
+    thread = thread_get_for_read(actor=actor, thread_id=thread_id)
+    return thread_langgraph_of(thread)
+
+
+def thread_langgraph_of(thread: Thread) -> dict[str, Any]:
+    rows = threads_as_langgraph(list(threads_with_status(Thread.objects.filter(pk=thread.pk).select_related("owner"))))
+    return rows[0]
+
+
+def thread_detail(*, actor, thread_id: str) -> dict[str, Any]:
+    """The thread as the detail endpoint shows it (LangGraph's thread fields included).
+
+    `values` and `status` are read from the latest checkpoint, in LangGraph's
+    shape, with the checkpoint count: one query more than the thread itself.
+    """
+    from sessions_app.checkpoints.langgraph import thread_latest
+
+    thread = thread_get_for_read(actor=actor, thread_id=thread_id)
+    latest = thread_latest(thread)
+    return {
+        "thread_id": thread.thread_id,
+        "owner": thread.owner.get_username(),
+        "agent_code": thread.agent_code,
+        "title": thread.title,
+        "created_at": thread.created_at,
+        "updated_at": thread.updated_at,
+        "metadata": thread.metadata,
+        "status": latest["status"],
+        "values": latest["values"],
+        "active_blocks": thread.active_count,
+        "archived_blocks": thread.archived_count,
+        "checkpoints": latest["checkpoints"],
+    }

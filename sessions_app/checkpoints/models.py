@@ -1,0 +1,85 @@
+"""Checkpoints and their pending writes (docs/checkpoints.md)."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from ..threads.models import Thread, ThreadScoped
+
+
+class Checkpoint(ThreadScoped):
+    """One checkpoint of a thread: a snapshot of a graph's state (seed 000's saver, DESIGN §4).
+
+    History order is insertion order (the primary key): a pushed checkpoint is the
+    newest, a checkpoint replaced in place keeps its row and so its position.
+    `checkpoint` holds the snapshot as readable JSON (see docs/checkpoints.md);
+    `run_id` is copied out of `metadata` so that deleting a run's checkpoints is
+    an indexed lookup.
+    """
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoints")
+    checkpoint_ns = models.CharField(max_length=512, blank=True, default="")
+    checkpoint_id = models.CharField(max_length=128)
+    # "" when the checkpoint has no parent.
+    parent_checkpoint_id = models.CharField(max_length=128, blank=True, default="")
+    checkpoint = models.JSONField(default=dict)
+    metadata = models.JSONField(default=dict, blank=True)
+    run_id = models.CharField(max_length=128, blank=True, default="")
+    node_id = models.CharField(max_length=255, blank=True, default="")
+    next_node_id = models.CharField(max_length=255, blank=True, default="")
+    # Not auto_now_add: a copied checkpoint keeps the time it was first made.
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "checkpoint_ns", "checkpoint_id"], name="checkpoint_thread_ns_id_uniq"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["thread", "checkpoint_ns", "-id"], name="checkpoint_thread_ns_idx"),
+            models.Index(fields=["thread", "-id"], name="checkpoint_thread_idx"),
+            models.Index(fields=["run_id"], name="checkpoint_run_idx"),
+        ]
+
+    def __str__(self) -> str:
+        ns = f"{self.checkpoint_ns}/" if self.checkpoint_ns else ""
+        return f"{self.thread_id}:{ns}{self.checkpoint_id}"
+
+
+class CheckpointWrite(ThreadScoped):
+    """A pending write of a task against a checkpoint (LangGraph's checkpoint_writes).
+
+    Keyed by (thread, checkpoint_ns, checkpoint_id), not by a foreign key to the
+    checkpoint: LangGraph's loop sends a task's writes concurrently with the put
+    of the checkpoint they belong to, so they may arrive first (its own savers
+    have no such key either). One row per (task_id, idx): a retried task writes
+    nothing twice. LangGraph's special channels (errors, interrupts, scheduled,
+    resume) take negative indexes so they never collide with ordinary writes.
+    """
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoint_writes")
+    checkpoint_ns = models.CharField(max_length=512, blank=True, default="")
+    checkpoint_id = models.CharField(max_length=128)
+    task_id = models.CharField(max_length=255)
+    task_path = models.CharField(max_length=1024, blank=True, default="")
+    idx = models.IntegerField()
+    channel = models.CharField(max_length=255)
+    value = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        # LangGraph replays a super-step's writes in (task_path, task_id, idx) order.
+        ordering = ["task_path", "task_id", "idx"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+                name="checkpoint_write_task_idx_uniq",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id}:{self.checkpoint_id}:{self.task_id}#{self.idx} {self.channel}"

@@ -1,0 +1,10 @@
+"""The checkpoint pages of a thread, under /threads/<thread_id>/checkpoints/."""
+
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("", views.checkpoint_timeline, name="thread-checkpoints"),
+    path("release", views.checkpoint_release, name="thread-checkpoints-release"),
+]

@@ -1,0 +1,149 @@
+"""Threads and their blocks: the conversation store's tables (docs/architecture.md)."""
+
+from __future__ import annotations
+
+import re
+
+from django.conf import settings
+from django.apps import apps
+from django.db import models
+from django.utils import timezone
+
+from memoryadmin import roles
+
+# "search" is reserved: /threads/search is LangGraph's search action, so a thread of that
+# name could be written (its agent-state) but never read, patched or deleted.
+THREAD_ID_RE = re.compile(r"^(?!search$)[A-Za-z0-9_.:@$-]{1,64}$")
+TITLE_MAX = 50
+
+
+class ThreadQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "ThreadQuerySet":
+        """Members see their own threads; operators and admins see every thread."""
+        if roles.can_read_all(user):
+            return self
+        if user is None or not user.is_authenticated:
+            return self.none()
+        return self.filter(owner=user)
+
+
+class Thread(models.Model):
+    """One agent session (seed table ac_agent_session)."""
+
+    thread_id = models.CharField(max_length=64, unique=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="threads")
+    agent_code = models.CharField(max_length=64, blank=True)
+    title = models.CharField(max_length=TITLE_MAX, blank=True)
+    extra_state = models.JSONField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    # Highest seq ever given in this thread, archived rows included: new blocks
+    # continue from here, so a seq is never reused (the seed's V2.7 bug).
+    last_seq = models.BigIntegerField(default=0)
+    # Number of rewrites (compactions or in-place edits); blocks remember which one archived them.
+    rewrite_count = models.IntegerField(default=0)
+    active_count = models.IntegerField(default=0)
+    archived_count = models.IntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ThreadQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        indexes = [
+            models.Index(fields=["owner", "-updated_at"], name="thread_owner_updated_idx"),
+            models.Index(fields=["-updated_at", "-id"], name="thread_updated_idx"),
+            models.Index(fields=["agent_code", "-updated_at"], name="thread_agent_updated_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.thread_id
+
+
+class ThreadScoped(models.Model):
+    """A row that lives in one thread: what partitioning or distributing by thread needs.
+
+    Every statement about such a row names its thread, so a table hash-partitioned
+    (or distributed) by `thread_id` answers it from one partition (docs/scaling.md).
+    """
+
+    class Meta:
+        abstract = True
+
+    def save_in_thread(self, update_fields: list[str]) -> None:
+        """Write these fields of this row, found by its thread and its id (not by id alone)."""
+        values = {}
+        for name in update_fields:
+            field = self._meta.get_field(name)
+            if getattr(field, "auto_now", False):
+                setattr(self, field.attname, timezone.now())
+            values[field.attname] = getattr(self, field.attname)
+        type(self)._base_manager.filter(thread_id=self.thread_id, pk=self.pk).update(**values)
+
+    @classmethod
+    def rows_delete(cls, rows: models.QuerySet) -> int:
+        """Delete these rows (a queryset filtered by thread) by the queryset's own filter, not
+        by a list of their ids as a cascading delete would, so the statement stays in the
+        thread's partition. A model whose rows own rows of another table overrides this."""
+        return rows._raw_delete(rows.db)
+
+
+def thread_rows_delete(thread: Thread) -> None:
+    """Delete everything a thread holds, each table by `thread_id` (a thread's delete then
+    finds nothing left to collect row by row, which Django does by lists of ids).
+
+    Every model that lives in a thread is a `ThreadScoped`, so the rows of every domain
+    (blocks, checkpoints and their writes, turns) go without this floor naming them.
+    """
+    for model in apps.get_models():
+        if issubclass(model, ThreadScoped):
+            model.rows_delete(model._base_manager.filter(thread=thread))
+
+
+class Block(ThreadScoped):
+    """One message of a thread (seed table ac_agent_block)."""
+
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        SYSTEM = "system"
+        TOOL = "tool"
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="blocks")
+    agent_code = models.CharField(max_length=64, blank=True)
+    seq = models.BigIntegerField()
+    # Index of the message in the active context it belongs to (0-based).
+    position = models.IntegerField()
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True)
+    message = models.JSONField()
+    block_type = models.CharField(max_length=32, default="message")
+    archived = models.BooleanField(default=False)
+    # Which rewrite of the thread archived this block (null while active).
+    archived_by = models.IntegerField(null=True, blank=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
+    # Running SHA-256 over the canonical JSON of the context up to this message.
+    chain_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "agent_code", "seq"], name="block_thread_agent_seq_uniq"),
+        ]
+        indexes = [
+            models.Index(fields=["thread", "agent_code", "archived", "seq"], name="block_active_idx"),
+            models.Index(fields=["thread", "archived", "seq"], name="block_thread_archived_idx"),
+            # The dashboard's saves per day and the search's date range (docs/operations.md).
+            models.Index(fields=["created_at"], name="block_created_idx"),
+            # Retention finds archived blocks past their age without scanning active ones.
+            models.Index(fields=["archived_at"], name="block_archived_at_idx", condition=models.Q(archived=True)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id}#{self.seq} {self.role}"
+
+    @property
+    def tool_calls(self) -> list:
+        calls = self.message.get("tool_calls") if isinstance(self.message, dict) else None
+        return calls if isinstance(calls, list) else []
