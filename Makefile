@@ -9,9 +9,13 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 
 .PHONY: run test test-postgres test-browser install env migrate demo schema bench serve loadtest clean
 
-$(VENV)/.installed: pyproject.toml
+CLIENT := clients/python
+
+# The server imports the client package (memoryadmin_client, in $(CLIENT)), which no
+# index has: it is installed from this repository, ahead of the server.
+$(VENV)/.installed: pyproject.toml $(CLIENT)/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet -e '.[test,langgraph]'
+	$(PIP) install --quiet -e './$(CLIENT)[langgraph]' -e '.[test,langgraph]'
 	touch $@
 
 install: $(VENV)/.installed

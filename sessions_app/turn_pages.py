@@ -20,7 +20,7 @@ from django.utils.html import escape
 from django.views.decorators.http import require_GET
 
 from memoryadmin.errors import InvalidInput
-from memoryadmin.integrations.context import DEFAULT_MIN_SCORE
+from memoryadmin_client.context import DEFAULT_MIN_SCORE
 
 from . import selectors, turns
 from .models import Thread, Turn

@@ -32,7 +32,7 @@ from django.utils import timezone
 
 from memoryadmin import roles
 from memoryadmin.errors import Conflict, Forbidden, InvalidInput, NotFound
-from memoryadmin.integrations.context import DEFAULT_MIN_SCORE, build_context
+from memoryadmin_client.context import DEFAULT_MIN_SCORE, build_context
 from store_app.namespaces import namespace_from_path, namespace_validate
 from store_app.selectors import store_item_search, store_search_validate
 

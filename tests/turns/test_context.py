@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoryadmin.integrations.context import (
+from memoryadmin_client.context import (
     MEMORY_NOTICE,
     MESSAGE_OVERHEAD,
     TRUNCATION_MARKER,

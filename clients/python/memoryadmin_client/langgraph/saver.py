@@ -1,6 +1,6 @@
 """`MemoryAdminSaver`: a LangGraph checkpointer kept in memoryadmin, over its HTTP API.
 
-    from memoryadmin.integrations.langgraph_saver import MemoryAdminSaver
+    from memoryadmin_client.langgraph import MemoryAdminSaver
 
     saver = MemoryAdminSaver("http://127.0.0.1:8000", api_key)
     graph = builder.compile(checkpointer=saver)

@@ -1,6 +1,6 @@
 """LangGraph adapters over memoryadmin's HTTP API (install with the `langgraph` extra).
 
-    from memoryadmin.integrations.langgraph import MemoryAdminSaver, MemoryAdminStore
+    from memoryadmin_client.langgraph import MemoryAdminSaver, MemoryAdminStore
 
     graph = builder.compile(
         checkpointer=MemoryAdminSaver("http://127.0.0.1:8000", api_key),
@@ -8,7 +8,7 @@
     )
 """
 
-from .langgraph_saver import MemoryAdminSaver
-from .langgraph_store import MemoryAdminStore
+from .saver import MemoryAdminSaver
+from .store import MemoryAdminStore
 
 __all__ = ["MemoryAdminSaver", "MemoryAdminStore"]

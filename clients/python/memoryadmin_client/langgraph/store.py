@@ -1,6 +1,6 @@
 """`MemoryAdminStore`: a LangGraph `BaseStore` kept in memoryadmin, over its HTTP API.
 
-    from memoryadmin.integrations.langgraph_store import MemoryAdminStore
+    from memoryadmin_client.langgraph import MemoryAdminStore
 
     store = MemoryAdminStore("http://127.0.0.1:8000", api_key)
     graph = builder.compile(store=store)   # nodes get it as `store` / `runtime.store`
