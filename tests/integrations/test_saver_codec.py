@@ -13,7 +13,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Command, Interrupt, Send
 
 from memoryadmin.apikeys import apikey_create, apikey_revoke
-from memoryadmin_client.langgraph.saver import (
+from memoryadmin_client.langgraph import (
     BLOB_KEY,
     MemoryAdminAuthError,
     MemoryAdminForbidden,

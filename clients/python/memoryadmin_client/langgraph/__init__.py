@@ -8,7 +8,41 @@
     )
 """
 
+from ..errors import (
+    MemoryAdminAuthError,
+    MemoryAdminConflict,
+    MemoryAdminError,
+    MemoryAdminForbidden,
+    MemoryAdminInvalid,
+    MemoryAdminNotFound,
+    MemoryAdminPreconditionFailed,
+    MemoryAdminStoreError,
+    MemoryAdminThrottled,
+    MemoryAdminTooLarge,
+    MemoryAdminUnavailable,
+    StoreForbiddenError,
+    StoreInvalidError,
+)
+from .codec import BLOB_KEY, ValueCodec
 from .saver import MemoryAdminSaver
 from .store import MemoryAdminStore
 
-__all__ = ["MemoryAdminSaver", "MemoryAdminStore"]
+__all__ = [
+    "BLOB_KEY",
+    "MemoryAdminAuthError",
+    "MemoryAdminConflict",
+    "MemoryAdminError",
+    "MemoryAdminForbidden",
+    "MemoryAdminInvalid",
+    "MemoryAdminNotFound",
+    "MemoryAdminPreconditionFailed",
+    "MemoryAdminSaver",
+    "MemoryAdminStore",
+    "MemoryAdminStoreError",
+    "MemoryAdminThrottled",
+    "MemoryAdminTooLarge",
+    "MemoryAdminUnavailable",
+    "StoreForbiddenError",
+    "StoreInvalidError",
+    "ValueCodec",
+]
