@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+import subprocess
 import sys
 
 import pytest
@@ -38,3 +39,21 @@ def test_the_core_requires_httpx_alone_and_langgraph_comes_with_its_extra():
 
     assert names(None) == {"httpx"}
     assert names("langgraph") == {"langgraph", "langgraph-checkpoint", "langchain-core"}
+
+
+def test_the_core_works_without_langgraph_and_the_adapters_name_the_extra():
+    # A module set to None in sys.modules cannot be imported: this interpreter has no LangGraph.
+    script = """
+import sys
+for name in ("langgraph", "langchain_core"):
+    sys.modules[name] = None
+from memoryadmin_client import HTTPClient, MemoryAdminForbidden
+from memoryadmin_client.context import build_context
+assert build_context(messages=[{"role": "user", "content": "hi"}], budget=100).messages[0].content == "hi"
+import memoryadmin_client.langgraph
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == (
+        "ImportError: memoryadmin_client.langgraph needs LangGraph: pip install 'memoryadmin-client[langgraph]'"
+    )

@@ -8,6 +8,16 @@
     )
 """
 
+import importlib
+
+try:
+    for _needed in ("langchain_core", "langgraph.checkpoint.base", "langgraph.store.base"):
+        importlib.import_module(_needed)
+except ImportError as missing:  # the core installs without LangGraph: say which extra brings it
+    raise ImportError(
+        "memoryadmin_client.langgraph needs LangGraph: pip install 'memoryadmin-client[langgraph]'"
+    ) from missing
+
 from ..errors import (
     MemoryAdminAuthError,
     MemoryAdminConflict,
