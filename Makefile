@@ -7,11 +7,15 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 
-.PHONY: run test test-postgres test-browser install env migrate demo schema bench serve loadtest clean
+.PHONY: run test test-client test-postgres test-browser install env migrate demo schema bench serve loadtest clean
 
-$(VENV)/.installed: pyproject.toml
+CLIENT := clients/python
+
+# The server imports the client package (memoryadmin_client, in $(CLIENT)), which no
+# index has: it is installed from this repository, ahead of the server.
+$(VENV)/.installed: pyproject.toml $(CLIENT)/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet -e '.[test,langgraph]'
+	$(PIP) install --quiet -e './$(CLIENT)[langgraph]' -e '.[test,langgraph]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -39,6 +43,18 @@ run: demo
 
 test: install
 	$(PY) -m pytest -m "not browser" -q
+
+# The client alone, in a virtual environment of its own without Django: it must
+# install and work with nothing but its own dependencies.
+CLIENT_VENV := $(CLIENT)/.venv
+
+$(CLIENT_VENV)/.installed: $(CLIENT)/pyproject.toml
+	$(PYTHON) -m venv $(CLIENT_VENV)
+	$(CLIENT_VENV)/bin/pip install --quiet -e './$(CLIENT)[langgraph,test]'
+	touch $@
+
+test-client: $(CLIENT_VENV)/.installed
+	cd $(CLIENT) && .venv/bin/python -m pytest -q
 
 test-postgres: install
 	DATABASE_URL=$(PG_URL) $(PY) -m pytest -m "not browser" -q
@@ -69,4 +85,4 @@ loadtest: install
 	$(PY) bench/loadtest.py $(LOADTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) var staticfiles .pytest_cache
+	rm -rf $(VENV) $(CLIENT_VENV) var staticfiles .pytest_cache $(CLIENT)/.pytest_cache

@@ -72,7 +72,7 @@ class InProcessTransport(httpx.BaseTransport):
 
 
 def _saver(user):
-    from memoryadmin.integrations.langgraph_saver import MemoryAdminSaver
+    from memoryadmin_client.langgraph import MemoryAdminSaver
 
     # Closing the saver closes its transport, which revokes the key.
     return MemoryAdminSaver("http://memoryadmin.local", transport=InProcessTransport(user))

@@ -32,7 +32,7 @@ from django.utils import timezone
 
 from memoryadmin import roles
 from memoryadmin.errors import Conflict, Forbidden, InvalidInput, NotFound
-from memoryadmin.integrations.context import DEFAULT_MIN_SCORE, build_context
+from memoryadmin_client.context import DEFAULT_MIN_SCORE, build_context
 from store_app.namespaces import namespace_from_path, namespace_validate
 from store_app.selectors import store_item_search, store_search_validate
 
@@ -336,7 +336,7 @@ def context_preview(
 
     The memory comes from the store search the actor may make (best `score`
     first, PREVIEW_MEMORY_LIMIT items), the history from the thread's active
-    context; `build_context` (memoryadmin.integrations.context) decides the rest,
+    context; `build_context` (memoryadmin_client.context) decides the rest,
     the same function agents call. Every parameter is checked before any query,
     as JSON types (the page turns its form's text into them): a budget that is
     not an integer, a query that is not a string, or a query without a namespace

@@ -19,7 +19,7 @@ from django.utils.html import escape
 from django.views.decorators.http import require_GET
 
 from memoryadmin.errors import InvalidInput
-from memoryadmin.integrations.context import DEFAULT_MIN_SCORE
+from memoryadmin_client.context import DEFAULT_MIN_SCORE
 
 from sessions_app.threads import selectors
 from sessions_app.turns import services as turns

@@ -16,7 +16,7 @@ from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
 from memoryadmin.apikeys import apikey_create
-from memoryadmin.integrations.langgraph_saver import MemoryAdminSaver
+from memoryadmin_client.langgraph import MemoryAdminSaver
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

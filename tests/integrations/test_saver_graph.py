@@ -13,7 +13,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
 
 from memoryadmin.apikeys import apikey_create
-from memoryadmin.integrations.langgraph_saver import MemoryAdminForbidden, MemoryAdminSaver
+from memoryadmin_client.langgraph import MemoryAdminForbidden, MemoryAdminSaver
 from sessions_app.checkpoints.wire import BLOB_KEY, message_list
 from sessions_app.models import Checkpoint, CheckpointWrite
 

@@ -17,7 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
 
 from memoryadmin.apikeys import apikey_create
-from memoryadmin.integrations.langgraph_store import MemoryAdminStore, StoreForbiddenError, StoreInvalidError
+from memoryadmin_client.langgraph import MemoryAdminStore, StoreForbiddenError, StoreInvalidError
 from store_app.models import StoreItem
 
 pytestmark = pytest.mark.django_db(transaction=True)

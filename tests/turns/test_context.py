@@ -1,17 +1,14 @@
-"""Context building (seed 003): memory injected, history trimmed to a budget; the function, the API, the page."""
+"""Context building over HTTP: the preview API and the page, with memories from the store.
+
+The builder's own rules are tested without Django in clients/python/tests/test_context.py.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from memoryadmin.integrations.context import (
-    MEMORY_NOTICE,
-    MESSAGE_OVERHEAD,
-    TRUNCATION_MARKER,
-    approx_tokens,
-    build_context,
-)
 from memoryadmin.models import AuditEvent
+from memoryadmin_client.context import MESSAGE_OVERHEAD, approx_tokens
 from sessions_app.threads.services import thread_save_agent_state
 from store_app.services import store_item_put
 
@@ -27,68 +24,6 @@ def cost(text):
 
 
 HISTORY = [msg("system", "be brief"), *[msg("user" if i % 2 == 0 else "assistant", f"message {i:02d}") for i in range(10)]]
-
-
-def test_tokens_are_a_quarter_of_the_utf8_bytes_rounded_up():
-    assert approx_tokens("") == 0
-    assert approx_tokens("abcd") == 1 and approx_tokens("abcde") == 2
-    assert approx_tokens("記憶") == 2  # six bytes
-
-
-def test_it_keeps_the_newest_messages_and_the_system_message():
-    budget = cost("be brief") + 3 * cost("message 00")
-    built = build_context(messages=HISTORY, budget=budget)
-    assert [m.content for m in built.messages] == ["be brief", "message 07", "message 08", "message 09"]
-    assert built.messages[0].source == "system" and built.dropped == 7
-    assert built.total_tokens == budget
-
-
-def test_everything_fits_in_a_large_budget():
-    built = build_context(messages=HISTORY, budget=10_000)
-    assert [m.content for m in built.messages] == [m["content"] for m in HISTORY] and built.dropped == 0
-
-
-def test_an_oversized_single_message_is_cut_with_a_marker():
-    long = "word " * 500
-    built = build_context(messages=[msg("user", "old"), msg("user", long)], budget=50)
-    assert len(built.messages) == 1
-    only = built.messages[0]
-    assert only.truncated and only.content.endswith(TRUNCATION_MARKER) and long.startswith(only.content[: -len(TRUNCATION_MARKER)])
-    assert only.tokens <= 50 and built.dropped == 1
-
-
-def test_an_oversized_system_message_is_cut_too():
-    built = build_context(messages=[msg("system", "s" * 1000), msg("user", "hi")], budget=40)
-    assert built.messages[0].source == "system" and built.messages[0].truncated
-    assert built.total_tokens <= 40
-
-
-def test_memory_comes_first_and_counts_against_the_budget():
-    memories = [{"value": {"text": "likes tea"}, "score": 0.9}]
-    built = build_context(messages=HISTORY, budget=200, memories=memories)
-    assert built.messages[0].source == "memory" and "likes tea" in built.messages[0].content
-    assert built.messages[1].source == "system" and built.memories_used == 1
-    assert built.total_tokens <= 200
-
-
-def test_a_memory_block_larger_than_the_budget_is_replaced_by_a_notice():
-    memories = [{"value": {"text": "x" * 4000}, "score": 0.9}]
-    built = build_context(messages=HISTORY, budget=60, memories=memories)
-    assert built.messages[0].content == MEMORY_NOTICE and built.messages[0].source == "notice"
-    assert built.memory_omitted and built.memories_used == 0
-    assert built.messages[-1].content == "message 09" and built.total_tokens <= 60
-
-
-def test_memories_below_min_score_are_left_out():
-    memories = [{"value": {"text": "sure"}, "score": 0.8}, {"value": {"text": "doubtful"}, "score": 0.1}]
-    built = build_context(messages=[], budget=100, memories=memories, min_score=0.5)
-    assert "sure" in built.messages[0].content and "doubtful" not in built.messages[0].content
-    assert built.memories_below_threshold == 1
-
-
-def test_it_refuses_a_budget_that_is_not_positive():
-    with pytest.raises(ValueError):
-        build_context(messages=[], budget=0)
 
 
 # --- over HTTP ---------------------------------------------------------------

@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memoryadmin.integrations.context import DEFAULT_MIN_SCORE
+from memoryadmin_client.context import DEFAULT_MIN_SCORE
 from store_app.api.serializers import LABEL_PATTERN, NAMESPACE_HELP
 from store_app.matching import MAX_QUERY_CHARS
 from store_app.namespaces import MAX_DEPTH

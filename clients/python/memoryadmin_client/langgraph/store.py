@@ -1,27 +1,30 @@
 """`MemoryAdminStore`: a LangGraph `BaseStore` kept in memoryadmin, over its HTTP API.
 
-    from memoryadmin.integrations.langgraph_store import MemoryAdminStore
+    from memoryadmin_client.langgraph import MemoryAdminStore
 
     store = MemoryAdminStore("http://127.0.0.1:8000", api_key)
     graph = builder.compile(store=store)   # nodes get it as `store` / `runtime.store`
 
 Each operation of a batch is one request to the store endpoints (the LangGraph
-server's shapes, DESIGN §9), run in order, over one pooled connection per
-client (`httpx.Client` for `batch`, `httpx.AsyncClient` for `abatch`). A put
-with value None is a delete, as LangGraph defines it. TTLs are minutes and
-supported; reads refresh them unless told not to (LangGraph's default).
+server's store API, docs/store.md), run in order, through the client's one
+HTTP layer (`memoryadmin_client.http`): one pooled connection for `batch`, one
+per event loop for `abatch`, and its retry policy, which is safe here because
+every store request is idempotent (a put is an upsert, a delete of what is gone
+answers 204, the rest are reads). A put with value None is a delete, as
+LangGraph defines it. TTLs are minutes and supported; reads refresh them
+unless told not to (LangGraph's default).
 
-Errors from the server are raised as `MemoryAdminStoreError` (a 403 on another
-user's item as `StoreForbiddenError`, a 400 as `StoreInvalidError`, which is
-also a `ValueError`, like LangGraph's own namespace errors).
+Errors are the client's `MemoryAdminError` subclasses: a 403 on another user's
+item is `MemoryAdminForbidden` (also named `StoreForbiddenError`), a 400
+`MemoryAdminInvalid` (also `StoreInvalidError`, and a `ValueError`, like
+LangGraph's own namespace errors); `MemoryAdminStoreError` is the base.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 from langgraph.store.base import (
@@ -38,35 +41,15 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-API_PREFIX = "/api/v1"
-
-
-class MemoryAdminStoreError(RuntimeError):
-    """The server refused or failed an operation."""
-
-    def __init__(self, status_code: int, body: Any):
-        self.status_code = status_code
-        self.body = body
-        detail = body.get("detail") if isinstance(body, dict) else None
-        self.code = body.get("code") if isinstance(body, dict) else None
-        self.errors = body.get("errors") if isinstance(body, dict) else None
-        super().__init__(f"memoryadmin store answered {status_code}: {detail or body}")
-
-
-class StoreForbiddenError(MemoryAdminStoreError):
-    """403: the item belongs to another user, or the key's role may not write."""
-
-
-class StoreInvalidError(MemoryAdminStoreError, ValueError):
-    """400: a bad namespace, key, value, filter or paging parameter."""
+from ..errors import MemoryAdminStoreError, StoreForbiddenError, StoreInvalidError
+from ..http import RETRIES, Call, HTTPClient, RetryPolicy
 
 
 @dataclass(frozen=True)
-class _Call:
-    method: str
-    path: str
-    params: dict[str, Any] | None
-    json: Any
+class _Operation:
+    """One store operation as a request, and how its answer's JSON becomes LangGraph's result."""
+
+    call: Call
     parse: Callable[[Any], Any]
 
 
@@ -113,7 +96,7 @@ def _nothing(body: Any) -> None:
     return None
 
 
-def _call_for(op: Op) -> _Call:
+def _operation_for(op: Op) -> _Operation:
     """The HTTP request that carries out one LangGraph store operation."""
     if isinstance(op, GetOp):
         params = {
@@ -121,17 +104,17 @@ def _call_for(op: Op) -> _Call:
             "key": op.key,
             "refresh_ttl": "true" if op.refresh_ttl else "false",
         }
-        return _Call("GET", "/store/items", params, None, _item)
+        return _Operation(Call("GET", "/store/items", params=params), _item)
     if isinstance(op, PutOp):
         if op.value is None:
             body = {"namespace": _namespace_list(op.namespace), "key": op.key}
-            return _Call("DELETE", "/store/items", None, body, _nothing)
+            return _Operation(Call("DELETE", "/store/items", body=body), _nothing)
         body = {"namespace": _namespace_list(op.namespace), "key": op.key, "value": dict(op.value)}
         if op.index is not None:
             body["index"] = op.index
         if op.ttl is not None:
             body["ttl"] = op.ttl
-        return _Call("PUT", "/store/items", None, body, _nothing)
+        return _Operation(Call("PUT", "/store/items", body=body), _nothing)
     if isinstance(op, SearchOp):
         body = {
             "namespace_prefix": _namespace_list(op.namespace_prefix),
@@ -141,7 +124,7 @@ def _call_for(op: Op) -> _Call:
             "query": op.query,
             "refresh_ttl": op.refresh_ttl,
         }
-        return _Call("POST", "/store/items/search", None, body, _search_items)
+        return _Operation(Call("POST", "/store/items/search", body=body), _search_items)
     if isinstance(op, ListNamespacesOp):
         body: dict[str, Any] = {"max_depth": op.max_depth, "limit": op.limit, "offset": op.offset}
         for condition in op.match_conditions or ():
@@ -151,25 +134,24 @@ def _call_for(op: Op) -> _Call:
                 # The endpoint takes one prefix and one suffix, as the LangGraph server does.
                 raise NotImplementedError(f"Only one {condition.match_type} condition is supported.")
             body[condition.match_type] = list(condition.path)
-        return _Call("POST", "/store/namespaces", None, body, _namespaces)
+        return _Operation(Call("POST", "/store/namespaces", body=body), _namespaces)
     raise ValueError(f"Unknown operation type: {type(op).__name__}")
 
 
-def _answer(call: _Call, response: httpx.Response) -> Any:
-    if response.status_code >= 400:
-        try:
-            body = response.json()
-        except ValueError:
-            body = response.text
-        error = {403: StoreForbiddenError, 400: StoreInvalidError}.get(response.status_code, MemoryAdminStoreError)
-        raise error(response.status_code, body)
-    if response.status_code == 204 or not response.content:
-        return call.parse(None)
-    return call.parse(response.json())
+def _result(operation: _Operation, response: httpx.Response | None) -> Any:
+    """The operation's LangGraph result: a 204 or an empty body is parsed as None (nothing there)."""
+    if response is None or response.status_code == 204 or not response.content:
+        return operation.parse(None)
+    return operation.parse(response.json())
 
 
 class MemoryAdminStore(BaseStore):
-    """LangGraph long-term memory stored in memoryadmin (owned, audited, browsable)."""
+    """LangGraph long-term memory stored in memoryadmin (owned, audited, browsable).
+
+    `base_url` is the server (`/api/v1` is added unless given), `api_key` a
+    memoryadmin API key. `retries` bounds the retries of one request (0 turns
+    them off); `transport` / `async_transport` are passed to httpx.
+    """
 
     supports_ttl = True
 
@@ -180,71 +162,60 @@ class MemoryAdminStore(BaseStore):
         *,
         timeout: float = 30.0,
         ttl: TTLConfig | None = None,
+        retries: int = RETRIES,
+        headers: dict[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        root = base_url.rstrip("/")
-        self.base_url = root if root.endswith(API_PREFIX) else root + API_PREFIX
-        self._headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
-        self._timeout = timeout
+        self.http = HTTPClient(
+            base_url,
+            api_key,
+            timeout=timeout,
+            retry=RetryPolicy(retries=retries),
+            headers=headers,
+            transport=transport,
+            async_transport=async_transport,
+        )
+        self.base_url = self.http.base_url
         self.ttl_config = ttl
-        self._client = httpx.Client(base_url=self.base_url, headers=self._headers, timeout=timeout)
-        self._aclient: httpx.AsyncClient | None = None
-        self._aclient_loop: asyncio.AbstractEventLoop | None = None
 
     # LangGraph calls these two; everything else in BaseStore is built on them.
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        calls = self._calls(ops)
-        results: list[Result] = []
-        for call in calls:
-            response = self._client.request(call.method, call.path, params=call.params, json=call.json)
-            results.append(_answer(call, response))
-        return results
+        return [_result(operation, self.http.send(operation.call)) for operation in self._operations(ops)]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        calls = self._calls(ops)
-        client = self._async_client()
         results: list[Result] = []
-        for call in calls:
-            response = await client.request(call.method, call.path, params=call.params, json=call.json)
-            results.append(_answer(call, response))
+        for operation in self._operations(ops):
+            results.append(_result(operation, await self.http.asend(operation.call)))
         return results
 
     @staticmethod
-    def _calls(ops: Iterable[Op]) -> list[_Call]:
+    def _operations(ops: Iterable[Op]) -> list[_Operation]:
         # Validate every operation before sending any, so a bad label in a batch
         # writes nothing (BaseStore's helpers validate, direct batch() callers may not).
         ops = list(ops)
         for op in ops:
             validate_op_namespace(op)
-        return [_call_for(op) for op in ops]
-
-    def _async_client(self) -> httpx.AsyncClient:
-        # An AsyncClient's connections belong to the event loop that opened them.
-        loop = asyncio.get_running_loop()
-        if self._aclient is None or self._aclient_loop is not loop:
-            self._aclient = httpx.AsyncClient(base_url=self.base_url, headers=self._headers, timeout=self._timeout)
-            self._aclient_loop = loop
-        return self._aclient
+        return [_operation_for(op) for op in ops]
 
     def close(self) -> None:
-        self._client.close()
+        self.http.close()
 
     async def aclose(self) -> None:
-        if self._aclient is not None:
-            await self._aclient.aclose()
-            self._aclient = None
-        self._client.close()
+        await self.http.aclose()
+        self.http.close()
 
-    def __enter__(self) -> "MemoryAdminStore":
+    def __enter__(self) -> MemoryAdminStore:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
-    async def __aenter__(self) -> "MemoryAdminStore":
+    async def __aenter__(self) -> MemoryAdminStore:
         return self
 
-    async def __aexit__(self, *exc_info) -> None:
+    async def __aexit__(self, *exc_info: Any) -> None:
         await self.aclose()
 
 

@@ -2,15 +2,15 @@
 
 Pure Python, no Django: an agent calls `build_context` before invoking its model,
 and memoryadmin's context preview calls the same function, so what the preview
-shows is what the model gets (docs/turns.md, "Context preview"; seed 003).
+shows is what the model gets (docs/turns.md, "Context preview").
 
 The rules, in order:
 
 1. Memories whose `score` is below `min_score` are left out (a memory without a
    score, from a search without a query, is kept: there is nothing to judge it by).
 2. The kept memories become one system message. If that message alone does not
-   fit in the budget, it is replaced by a short notice (seed 003: "memory too
-   long, omitted") so that the history still gets room.
+   fit in the budget, it is replaced by a short notice (`MEMORY_NOTICE`) so
+   that the history still gets room.
 3. The thread's system message (the first message, when its role is system) is
    kept; if it does not fit what is left, it is cut with a marker.
 4. The other messages are taken newest first while they fit; the first one that

@@ -1,0 +1,278 @@
+"""The client's one HTTP layer: the saver and the store both send their requests through `HTTPClient`.
+
+    http = HTTPClient("http://127.0.0.1:8000", api_key)     # "/api/v1" is added unless given
+    response = http.send(Call("GET", "/store/items", params={...}))
+    response = await http.asend(Call("PUT", "/store/items", body={...}))
+
+Connections: one pooled `httpx.Client` for the sync calls, and one
+`httpx.AsyncClient` per event loop for the async ones (an async client's
+connections belong to the loop that opened them, so a new loop gets its own).
+The key goes as `Authorization: Bearer <key>`; bodies are strict JSON (NaN or
+infinity is a ValueError before anything is sent, as the server refuses them).
+
+Retries (`RetryPolicy`): every request the adapters make is idempotent (a put is
+an upsert, a write an upsert by task and index, deletes and reads repeat), so
+a request is tried again, up to `retries` times, when
+
+- the connection dropped or could not be made (`httpx.TransportError`), or the
+  server answered 503 (its database busy or away): after a capped exponential
+  backoff with jitter, 0.05 s doubling to at most 1 s;
+- the server answered 429 (this key's rate spent): after the `Retry-After` the
+  server sent (seconds, or an HTTP date), or the backoff when it sent none. A
+  `Retry-After` longer than `retry_after_max` (60 s) is raised at once as
+  `MemoryAdminThrottled`, rather than held for minutes.
+
+The 503 of memoryadmin always says `Retry-After: 5`, for any outage; the
+backoff tries sooner, since the short outages (a lock, a failover) are the
+common ones. Once the retries are spent the last answer is raised (an
+`errors.MemoryAdminError` subclass) or, for a dropped connection, httpx's error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import math
+import random
+import time
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timezone
+from typing import Any
+
+import httpx
+
+from .errors import MemoryAdminError, error_class
+
+API_PREFIX = "/api/v1"
+RETRIES = 6
+# Seconds before the first retry; doubled each time, at most RETRY_CAP.
+RETRY_BASE = 0.05
+RETRY_CAP = 1.0
+RETRY_AFTER_MAX = 60.0
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def api_root(*, base_url: str) -> str:
+    """The API's root: the server's address with `/api/v1` added, unless it already ends so."""
+    root = base_url.rstrip("/")
+    return root if root.endswith(API_PREFIX) else root + API_PREFIX
+
+
+def encode_json(*, body: Any) -> bytes | None:
+    """A request body as strict, compact UTF-8 JSON (None for no body): NaN and infinity are refused here."""
+    if body is None:
+        return None
+    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def retry_after_seconds(*, response: httpx.Response, now: float | None = None) -> float | None:
+    """The wait a `Retry-After` header asks for, in seconds (never negative); None when absent or unreadable.
+
+    Both forms of RFC 9110 are read: delta-seconds ("5") and an HTTP date.
+    """
+    raw = response.headers.get("Retry-After")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """When a request is tried again, and after how long (the module docstring gives the rules)."""
+
+    retries: int = RETRIES
+    base: float = RETRY_BASE
+    cap: float = RETRY_CAP
+    retry_after_max: float = RETRY_AFTER_MAX
+
+    def backoff(self, *, attempt: int) -> float:
+        """Capped exponential backoff with jitter: base·2^attempt, at most cap, then scaled by 0.5…1."""
+        return min(self.cap, self.base * 2**attempt) * (0.5 + random.random() / 2)
+
+    def wait(self, *, attempt: int, response: httpx.Response | None) -> float | None:
+        """Seconds to wait before trying `attempt + 1`, or None to stop and answer (or raise) now.
+
+        `response` is None when the connection dropped.
+        """
+        if attempt >= self.retries:
+            return None
+        if response is None or response.status_code == 503:
+            return self.backoff(attempt=attempt)
+        if response.status_code == 429:
+            asked = retry_after_seconds(response=response)
+            if asked is None:
+                return self.backoff(attempt=attempt)
+            return asked if asked <= self.retry_after_max else None
+        return None
+
+
+@dataclass(frozen=True)
+class Call:
+    """One API request: `tolerate` lists the statuses that mean "nothing there" (answered None, not raised)."""
+
+    method: str
+    path: str
+    params: Mapping[str, Any] | None = None
+    body: Any = None
+    tolerate: tuple[int, ...] = ()
+
+
+def error_from(*, response: httpx.Response) -> MemoryAdminError:
+    """The `MemoryAdminError` subclass for a refused answer, carrying its JSON body (or its text)."""
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = response.text
+    return error_class(status_code=response.status_code)(
+        response.status_code,
+        body,
+        response.request.method,
+        str(response.request.url),
+        retry_after=retry_after_seconds(response=response),
+    )
+
+
+def answered(*, response: httpx.Response, tolerate: tuple[int, ...] = ()) -> httpx.Response | None:
+    """A tolerated status is None, any other status of 400 or more is raised, the rest is the response."""
+    if response.status_code in tolerate:
+        return None
+    if response.status_code >= 400:
+        raise error_from(response=response)
+    return response
+
+
+class HTTPClient:
+    """memoryadmin's API over pooled connections, with the one retry policy and the one error hierarchy.
+
+    `base_url` is the server (`http://127.0.0.1:8000`; `/api/v1` is added unless
+    given), `api_key` a memoryadmin API key (none when the transport authenticates
+    by itself). `transport` / `async_transport` are handed to httpx.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = api_root(base_url=base_url)
+        self.retry = retry if retry is not None else RetryPolicy()
+        self.headers = {"Accept": "application/json", **(headers or {})}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        self._timeout = timeout
+        self._async_transport = async_transport
+        self._client = httpx.Client(base_url=self.base_url, headers=self.headers, timeout=timeout, transport=transport)
+        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def send(self, call: Call) -> httpx.Response | None:
+        """`call` over the sync client, retried as the policy says; None for a tolerated status."""
+        content = encode_json(body=call.body)
+        headers = JSON_HEADERS if content is not None else None
+        attempt = 0
+        while True:
+            try:
+                response = self._client.request(
+                    call.method, call.path, params=call.params or None, content=content, headers=headers
+                )
+            except httpx.TransportError:
+                wait = self.retry.wait(attempt=attempt, response=None)
+                if wait is None:
+                    raise
+            else:
+                wait = self.retry.wait(attempt=attempt, response=response)
+                if wait is None:
+                    return answered(response=response, tolerate=call.tolerate)
+            time.sleep(wait)
+            attempt += 1
+
+    async def asend(self, call: Call) -> httpx.Response | None:
+        """`call` over the running loop's async client, retried as the policy says; None for a tolerated status."""
+        content = encode_json(body=call.body)
+        headers = JSON_HEADERS if content is not None else None
+        attempt = 0
+        while True:
+            try:
+                response = await self.async_client().request(
+                    call.method, call.path, params=call.params or None, content=content, headers=headers
+                )
+            except httpx.TransportError:
+                wait = self.retry.wait(attempt=attempt, response=None)
+                if wait is None:
+                    raise
+            else:
+                wait = self.retry.wait(attempt=attempt, response=response)
+                if wait is None:
+                    return answered(response=response, tolerate=call.tolerate)
+            await asyncio.sleep(wait)
+            attempt += 1
+
+    def async_client(self) -> httpx.AsyncClient:
+        """The running event loop's AsyncClient, made on its first use there."""
+        loop = asyncio.get_running_loop()
+        client = self._async_clients.get(loop)
+        if client is None or client.is_closed:
+            client = httpx.AsyncClient(
+                base_url=self.base_url, headers=self.headers, timeout=self._timeout, transport=self._async_transport
+            )
+            self._async_clients[loop] = client
+        return client
+
+    def close(self) -> None:
+        """Closes the sync client (and so its transport)."""
+        self._client.close()
+
+    async def aclose(self) -> None:
+        """Closes the running loop's async client; another loop's can only be closed from that loop."""
+        client = self._async_clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+
+    def __enter__(self) -> HTTPClient:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> HTTPClient:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+
+__all__ = [
+    "API_PREFIX",
+    "Call",
+    "HTTPClient",
+    "RETRIES",
+    "RetryPolicy",
+    "answered",
+    "api_root",
+    "encode_json",
+    "error_from",
+    "retry_after_seconds",
+]

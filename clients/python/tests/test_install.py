@@ -1,0 +1,59 @@
+"""The client stands alone: it installs and imports without Django, and its core needs httpx only.
+
+This module is meant for the client's own virtual environment (`make test-client`),
+where Django is not installed; in the server's environment the first test fails.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import subprocess
+import sys
+
+import pytest
+
+
+def test_django_is_not_installed_here():
+    with pytest.raises(ModuleNotFoundError):
+        import django  # noqa: F401
+
+
+def test_the_langgraph_adapters_import_without_django():
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.store.base import BaseStore
+
+    from memoryadmin_client.langgraph import MemoryAdminSaver, MemoryAdminStore
+
+    assert issubclass(MemoryAdminSaver, BaseCheckpointSaver) and issubclass(MemoryAdminStore, BaseStore)
+    assert not [name for name in sys.modules if name == "django" or name.startswith("django.")]
+
+
+def test_the_core_requires_httpx_alone_and_langgraph_comes_with_its_extra():
+    requires = importlib.metadata.requires("memoryadmin-client") or []
+
+    def names(extra: str | None) -> set[str]:
+        marker = f'extra == "{extra}"'
+        chosen = [r for r in requires if (marker in r if extra else "extra ==" not in r)]
+        return {re.match(r"[A-Za-z0-9_.-]+", r).group().lower() for r in chosen}
+
+    assert names(None) == {"httpx"}
+    assert names("langgraph") == {"langgraph", "langgraph-checkpoint", "langchain-core"}
+
+
+def test_the_core_works_without_langgraph_and_the_adapters_name_the_extra():
+    # A module set to None in sys.modules cannot be imported: this interpreter has no LangGraph.
+    script = """
+import sys
+for name in ("langgraph", "langchain_core"):
+    sys.modules[name] = None
+from memoryadmin_client import HTTPClient, MemoryAdminForbidden
+from memoryadmin_client.context import build_context
+assert build_context(messages=[{"role": "user", "content": "hi"}], budget=100).messages[0].content == "hi"
+import memoryadmin_client.langgraph
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == (
+        "ImportError: memoryadmin_client.langgraph needs LangGraph: pip install 'memoryadmin-client[langgraph]'"
+    )
