@@ -1,11 +1,19 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.timesince import timesince
 
 register = template.Library()
+
+# Content longer than this is shown cut, with the whole of it one click away.
+COLLAPSE_CHARS = 1200
+PREVIEW_CHARS = 600
 
 
 @register.filter
@@ -19,10 +27,21 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
 
+def _fields(message: Any) -> dict[str, Any]:
+    """A message's own fields: as posted, or inside LangChain's serialised envelope
+    (`{"lc": 1, "type": "constructor", "kwargs": {...}}`), as checkpoints hold them."""
+    if not isinstance(message, dict):
+        return {}
+    kwargs = message.get("kwargs")
+    if message.get("lc") == 1 and message.get("type") == "constructor" and isinstance(kwargs, dict):
+        return kwargs
+    return message
+
+
 @register.filter
 def tool_calls(message: Any) -> list[dict[str, Any]]:
     """Tool calls of a message in OpenAI or LangChain shape, as name, id and arguments."""
-    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    calls = _fields(message).get("tool_calls")
     if not isinstance(calls, list):
         return []
     shown = []
@@ -30,11 +49,73 @@ def tool_calls(message: Any) -> list[dict[str, Any]]:
         if not isinstance(call, dict):
             continue
         function = call.get("function") if isinstance(call.get("function"), dict) else {}
-        shown.append(
-            {
-                "id": call.get("id") or "",
-                "name": call.get("name") or function.get("name") or "?",
-                "arguments": call.get("args", function.get("arguments", {})),
-            }
-        )
+        arguments = call.get("args", function.get("arguments", {}))
+        if isinstance(arguments, str):  # OpenAI sends the arguments as JSON text
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                pass
+        shown.append({"id": str(call.get("id") or ""), "name": str(call.get("name") or function.get("name") or "?"), "arguments": arguments})
     return shown
+
+
+@register.filter
+def tool_call_id(message: Any) -> str:
+    """The id of the call a tool result answers, "" for other messages."""
+    value = _fields(message).get("tool_call_id")
+    return str(value) if isinstance(value, (str, int)) and value != "" else ""
+
+
+@register.filter
+def content_parts(message: Any) -> list[dict[str, str]]:
+    """The non-text parts of a message's content (images, audio, files…) as what they are:
+    a kind and a media type to show as a placeholder. Nothing is ever fetched from a URL
+    an agent supplied, and no data is shown inline."""
+    content = _fields(message).get("content")
+    if not isinstance(content, list):
+        return []
+    parts = []
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        kind = str(part.get("type") or "part")
+        if kind == "text":
+            continue
+        media = part.get("mime_type") or part.get("media_type") or ""
+        source = part.get("source") if isinstance(part.get("source"), dict) else {}
+        media = media or source.get("media_type") or ""
+        url = part.get("image_url")
+        url = url.get("url") if isinstance(url, dict) else url
+        if not media and isinstance(url, str) and url.startswith("data:"):
+            media = url[5:].split(";", 1)[0].split(",", 1)[0]
+        label = kind.replace("_url", "").replace("_", " ")
+        parts.append({"kind": label, "media_type": str(media)[:100], "linked": "yes" if isinstance(url, str) and not url.startswith("data:") else ""})
+    return parts
+
+
+@register.filter
+def is_long(text: Any) -> bool:
+    return isinstance(text, str) and len(text) > COLLAPSE_CHARS
+
+
+@register.filter
+def preview(text: Any) -> str:
+    """The start of a long text, cut at a word boundary, with an ellipsis."""
+    if not isinstance(text, str) or len(text) <= PREVIEW_CHARS:
+        return text or ""
+    cut = text[:PREVIEW_CHARS]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > PREVIEW_CHARS // 2 else cut).rstrip() + "…"
+
+
+@register.simple_tag
+def when(moment: datetime | None) -> str:
+    """A time as people read it: relative ("5 minutes ago"), the absolute time with its
+    zone on hover, and the machine form in `datetime`."""
+    if moment is None:
+        return ""
+    local = timezone.localtime(moment) if timezone.is_aware(moment) else moment
+    absolute = local.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+    delta = timezone.now() - moment if timezone.is_aware(moment) else None
+    relative = f"{timesince(moment)} ago" if delta is not None and delta.total_seconds() >= 0 else absolute
+    return format_html('<time datetime="{}" title="{}">{}</time>', moment.isoformat(), absolute, relative)

@@ -185,3 +185,69 @@ def thread_messages(*, actor, thread_id: str, archived: ArchivedFilter = "false"
     return thread_blocks(thread=thread, archived=archived, listed_roles_only=True)
 
 
+
+
+@dataclass(frozen=True)
+class BlockWindow:
+    """A contiguous run of a thread's blocks, as the thread page shows it.
+
+    `blocks` are in display order (`newest` first or `oldest` first); `older` and
+    `newer` are the seq cursors of the runs on either side, None at either end.
+    """
+
+    blocks: list[Block]
+    order: Literal["newest", "oldest"]
+    older: int | None
+    newer: int | None
+
+
+def thread_block_window(
+    *,
+    thread: Thread,
+    archived: ArchivedFilter = "false",
+    order: Literal["newest", "oldest"] = "newest",
+    before: int | None = None,
+    after: int | None = None,
+    around: int | None = None,
+    size: int = 200,
+) -> BlockWindow:
+    """One page of a long thread by keyset on seq, in at most three queries whatever its length.
+
+    Without a cursor: the newest `size` blocks (or the oldest, for `order="oldest"`).
+    `before=S`: the `size` blocks just older than seq S; `after=S`: the `size` just newer;
+    `around=S`: a window with S in its middle (a link to `#seq-S` lands here). Each side
+    is read with one row more than shown, so whether more exists costs no COUNT.
+    """
+    qs = thread_blocks(thread=thread, archived=archived)
+    if around is not None:
+        half = size // 2
+        lower = list(qs.filter(seq__lte=around).order_by("-seq")[: half + 1])
+        upper = list(qs.filter(seq__gt=around).order_by("seq")[: size - half + 1])
+        older_more, newer_more = len(lower) > half, len(upper) > size - half
+        ascending = lower[:half][::-1] + upper[: size - half]
+    elif after is not None or (before is None and order == "oldest"):
+        rows = list(qs.filter(seq__gt=after if after is not None else -1).order_by("seq")[: size + 1])
+        newer_more = len(rows) > size
+        ascending = rows[:size]
+        older_more = after is not None and bool(ascending) and qs.filter(seq__lt=ascending[0].seq).exists()
+    else:
+        filtered = qs if before is None else qs.filter(seq__lt=before)
+        rows = list(filtered.order_by("-seq")[: size + 1])
+        older_more = len(rows) > size
+        ascending = rows[:size][::-1]
+        newer_more = before is not None and bool(ascending) and qs.filter(seq__gt=ascending[-1].seq).exists()
+    return BlockWindow(
+        blocks=ascending if order == "oldest" else ascending[::-1],
+        order=order,
+        older=ascending[0].seq if older_more and ascending else None,
+        newer=ascending[-1].seq if newer_more and ascending else None,
+    )
+
+
+def thread_seq_at(*, thread: Thread, archived: ArchivedFilter = "false", at) -> int | None:
+    """The seq of the first block written at or after `at` (a jump to a time), else the last one."""
+    qs = thread_blocks(thread=thread, archived=archived)
+    seq = qs.filter(created_at__gte=at).order_by("seq").values_list("seq", flat=True).first()
+    if seq is None:
+        seq = qs.order_by("-seq").values_list("seq", flat=True).first()
+    return seq

@@ -97,12 +97,27 @@ def _validate_agent_code(agent_code: Any) -> str:
     return agent_code
 
 
+def title_from_text(text: str) -> str:
+    """A thread's title: the text with its whitespace collapsed, at most TITLE_MAX characters;
+    a longer text is cut at a word boundary (mid-word only for a word longer than half the
+    title) and ends with an ellipsis, so a cut title never reads as the whole question."""
+    text = " ".join(text.split())
+    if len(text) <= TITLE_MAX:
+        return text
+    cut = text[: TITLE_MAX - 1]
+    space = cut.rfind(" ")
+    if space >= TITLE_MAX // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.-") + "…"
+
+
 def _title_from(parsed: list[ParsedMessage]) -> str:
+    """The first user message's text, as a title (title_from_text)."""
     for item in parsed:
         if item.role == "user":
-            text = " ".join(item.content.split())
-            if text:
-                return text[:TITLE_MAX].rstrip()
+            title = title_from_text(item.content)
+            if title:
+                return title
     return ""
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, time
 from itertools import groupby
 
 from django.contrib import messages
@@ -10,10 +11,13 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from memoryadmin import roles
+from memoryadmin.errors import InvalidInput
 
 from sessions_app.threads import selectors, services
 
@@ -57,27 +61,58 @@ def thread_list(request: HttpRequest) -> HttpResponse:
     return render(request, template, context)
 
 
-def _blocks_page(thread, *, archived: str, after_seq: int):
-    blocks = list(
-        selectors.thread_blocks(thread=thread, archived=archived).filter(seq__gt=after_seq)[: BLOCK_PAGE_SIZE + 1]
-    )
-    more = len(blocks) > BLOCK_PAGE_SIZE
-    blocks = blocks[:BLOCK_PAGE_SIZE]
-    return blocks, (blocks[-1].seq if more and blocks else None)
+ORDERS = ("newest", "oldest")
+SEQ_MAX = 2**63 - 1
+
+
+def _seq_param(request: HttpRequest, name: str) -> int | None:
+    """A seq cursor from the query string: None when absent, else a non-negative integer (400 otherwise)."""
+    value = request.GET.get(name)
+    if value in (None, ""):
+        return None
+    if not value.isdigit() or int(value) > SEQ_MAX:
+        raise InvalidInput(f"{name} must be a block seq (a non-negative integer).", fields={name: ["must be a non-negative integer."]})
+    return int(value)
+
+
+def _jump_target(request: HttpRequest, thread, archived: str) -> tuple[int | None, str]:
+    """Where "Jump to" lands: `#9000` / `9000` is a seq, anything else a date or time; and an error to show."""
+    text = request.GET.get("jump", "").strip()
+    if not text:
+        return None, ""
+    digits = text.lstrip("#")
+    if digits.isdigit():
+        return min(int(digits), SEQ_MAX), ""
+    try:
+        moment = parse_datetime(text)
+        if moment is None and (day := parse_date(text)) is not None:
+            moment = datetime.combine(day, time.min)
+    except ValueError:  # well formed but impossible, as 2026-13-01
+        moment = None
+    if moment is None:
+        return None, f"{text!r} is neither a seq (#9000) nor a date or time (2026-12-01 10:00)."
+    if timezone.is_naive(moment):
+        moment = timezone.make_aware(moment)
+    return selectors.thread_seq_at(thread=thread, archived=archived, at=moment), ""
 
 
 @require_GET
 @login_required
 def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
+    """A thread's page. Long threads are read in windows of blocks by seq, newest first by
+    default; `around`/`jump` open the window around one block, `before`/`after` page it."""
     thread = selectors.thread_get_for_read(actor=request.user, thread_id=thread_id)
     tab = request.GET.get("tab", "active")
     if tab not in TABS:
         tab = "active"
-    after = _int_param(request, "after")
+    order = request.GET.get("order", "newest")
+    if order not in ORDERS:
+        order = "newest"
     context = {
         "thread": thread,
         "tab": tab,
         "tabs": TABS,
+        "order": order,
         "can_delete": selectors.thread_may_delete(actor=request.user, thread=thread),
         "can_clear": roles.is_admin(request.user),
     }
@@ -88,17 +123,33 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
             else None
         )
     else:
-        blocks, next_after = _blocks_page(thread, archived="true" if tab == "archived" else "false", after_seq=after)
-        context.update(blocks=blocks, next_after=next_after)
+        archived = "true" if tab == "archived" else "false"
+        around, jump_error = _jump_target(request, thread, archived)
+        if around is None:
+            around = _seq_param(request, "around")
+        before, after = _seq_param(request, "before"), _seq_param(request, "after")
+        window = selectors.thread_block_window(
+            thread=thread, archived=archived, order=order, before=before, after=after, around=around, size=BLOCK_PAGE_SIZE
+        )
+        context.update(
+            window=window,
+            blocks=window.blocks,
+            around=around,
+            jump=request.GET.get("jump", ""),
+            jump_error=jump_error,
+            # Which continuation a "load more" fragment carries: the one in the direction it was asked for.
+            direction="older" if before is not None else "newer" if after is not None else "",
+            newest_first=order == "newest",
+        )
         if tab == "archived":
             # Archived blocks are grouped by the rewrite (compaction or clear) that archived them.
             context["groups"] = [
                 {"rewrite": rewrite, "blocks": list(items)}
-                for rewrite, items in groupby(blocks, key=lambda block: block.archived_by)
+                for rewrite, items in groupby(window.blocks, key=lambda block: block.archived_by)
             ]
     template = "threads/thread_detail.html"
     if request.htmx:
-        template += "#block-page" if after else "#tab-panel"
+        template += "#block-page" if context.get("direction") and tab == "active" else "#tab-panel"
     return render(request, template, context)
 
 

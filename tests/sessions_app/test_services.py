@@ -34,7 +34,8 @@ def test_it_creates_the_thread_owned_by_the_caller_with_a_title(alice):
     result = save(alice, [{"role": "system", "content": "be brief"}, {"role": "user", "content": long_question}])
     thread = Thread.objects.get(thread_id="t1")
     assert thread.owner == alice
-    assert thread.title == long_question[:50].rstrip()
+    # Cut at a word boundary, with an ellipsis: never mid-word, never reading as the whole question.
+    assert thread.title == "Where should I stay in Lisbon if I want quiet…"
     assert len(thread.title) <= 50
     assert result.as_dict() == {"thread_id": "t1", "mode": "append", "appended": 2, "archived": 0, "active": 2, "max_seq": 2}
 

@@ -70,7 +70,7 @@ def test_thread_page_shows_active_archived_groups_and_state(client, alice):
     login_client(client, alice)
     active = client.get("/threads/t1/").content.decode()
     assert "second summary" in active and "first summary" not in active
-    archived = client.get("/threads/t1/?tab=archived").content.decode()
+    archived = client.get("/threads/t1/?tab=archived&order=oldest").content.decode()
     assert "Archived by rewrite #1" in archived and "Archived by rewrite #2" in archived
     assert archived.index("m 0") < archived.index("Archived by rewrite #2") < archived.index("first summary")
     state = client.get("/threads/t1/?tab=state").content.decode()
@@ -85,7 +85,9 @@ def test_tool_calls_and_results_are_shown_distinctly(client, alice):
     ])
     body = login_client(client, alice).get("/threads/t1/").content.decode()
     assert 'class="tool-call"' in body and "→ get_weather" in body and "&quot;city&quot;: &quot;Oslo&quot;" in body
-    assert "type-tool_result" in body and "result of <code>call_1</code>" in body
+    assert "type-tool_result" in body and 'result of <a href="#call-call_1"' in body and "<code>call_1</code>" in body
+    # The call links to its result and the result back to its call.
+    assert 'id="call-call_1"' in body and 'href="#result-call_1"' in body and 'id="result-call_1"' in body
 
 
 def test_agent_content_is_escaped_everywhere(client, alice, operator):
@@ -111,9 +113,9 @@ def test_tabs_answer_with_the_panel_fragment_for_htmx(client, alice):
 def test_long_threads_load_more_blocks_in_pages(client, alice):
     save(alice, "t1", turns(450))
     login_client(client, alice)
-    first = client.get("/threads/t1/").content.decode()
+    first = client.get("/threads/t1/?order=oldest").content.decode()
     assert "#200" in first and "#201" not in first and "after=200" in first
-    more = client.get("/threads/t1/?tab=active&after=200", HTTP_HX_REQUEST="true").content.decode()
+    more = client.get("/threads/t1/?tab=active&order=oldest&after=200", HTTP_HX_REQUEST="true").content.decode()
     assert "#201" in more and "#400" in more and "after=400" in more and "<html" not in more
 
 
