@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from . import audit_views, views
+from . import accounts_views, audit_views, views
 
 api_v1 = [
     path("", include("sessions_app.api.urls")),
@@ -23,6 +23,12 @@ urlpatterns = [
     path("django-admin/", admin.site.urls),
     path("audit/", audit_views.audit_log, name="audit-log"),
     path("audit/export", audit_views.audit_export, name="audit-export"),
+    path("keys/", accounts_views.key_list, name="key-list"),
+    path("keys/create", accounts_views.key_create, name="key-create"),
+    path("keys/revoke", accounts_views.key_revoke, name="key-revoke"),
+    path("users/", accounts_views.user_list, name="user-list"),
+    path("users/create", accounts_views.user_create, name="user-create"),
+    path("users/role", accounts_views.user_role, name="user-role"),
     path("", include("memoryadmin.operations.urls")),
     path("", include("sessions_app.urls")),
     path("store/", include("store_app.urls")),

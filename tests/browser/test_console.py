@@ -109,3 +109,25 @@ def test_j_and_k_walk_the_thread_list_and_enter_opens_a_thread(page, live_server
     page.wait_for_url(f"**/threads/{thread_id}/")
     assert Thread.objects.filter(thread_id=thread_id).exists()
     assert Block.objects.exists() and page.errors == []
+
+
+def test_an_admin_creates_a_key_copies_it_and_revokes_it(page, live_server, demo):
+    from memoryadmin.apikeys import apikey_authenticate
+
+    sign_in(page, live_server, "admin")
+    page.click("nav.mainnav >> text=Keys")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=name]", "ci-agent")
+    page.click("button:has-text('Create key')")
+    secret = page.inner_text("#issued-key").strip()
+    assert secret.startswith("ma_") and apikey_authenticate(secret).owner.username == "alice"
+    page.click("button[data-copy]")
+    expect(page.locator("button[data-copy]")).to_have_text("Copied")
+    shot(page, "keys-issued")
+    prefix = secret.split("_")[1]
+    page.click(f"tr[data-key='{prefix}'] button:has-text('Revoke')")
+    expect(page.locator("dialog.confirm-dialog .question")).to_contain_text(f"Revoke key {prefix} of alice")
+    page.click("dialog.confirm-dialog button[value=ok]")
+    expect(page.locator(f"tr[data-key='{prefix}'] .status")).to_have_text("revoked")
+    assert apikey_authenticate(secret) is None
+    assert page.errors == []

@@ -6,10 +6,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from memoryadmin import roles
-from memoryadmin.apikeys import apikey_create, apikey_revoke
-from memoryadmin.audit import audit_record
-from memoryadmin.errors import NotFound
-from memoryadmin.models import ApiKey
+from memoryadmin.accounts import account_key_issue, account_key_revoke, account_keys
+from memoryadmin.errors import DomainError, NotFound
 
 
 class Command(BaseCommand):
@@ -31,30 +29,23 @@ class Command(BaseCommand):
         getattr(self, f"_{options['action']}")(options)
 
     def _create(self, options):
-        User = get_user_model()
         username = options["user"]
-        user = User.objects.filter(username=username).first()
-        if user is None:
-            if not options["create_user"]:
-                raise CommandError(f"no user {username!r}; pass --create-user to make one")
-            user = User.objects.create_user(username=username)
-            user.set_unusable_password()
-            user.save()
+        existed = get_user_model().objects.filter(username=username).exists()
+        try:
+            issued = account_key_issue(
+                actor=None, username=username, name=options["name"], create_user=options["create_user"], role=options["role"]
+            )
+        except DomainError as exc:
+            hint = "; pass --create-user to make one" if isinstance(exc, NotFound) else ""
+            raise CommandError(f"{exc.message}{hint}") from exc
+        user = issued.api_key.owner
+        if not existed:
             self.stdout.write(f"created user {username}")
-        if options["role"]:
-            roles.role_set(user, options["role"])
-            audit_record(actor=None, action="user.role_set", target=f"user:{username}", detail={"role": options["role"], "via": "cli"})
-        elif roles.role_of(user) == "member" and not user.groups.exists():
-            roles.role_set(user, "member")
-        issued = apikey_create(owner=user, name=options["name"])
-        audit_record(actor=None, action="apikey.create", target=f"apikey:{issued.api_key.prefix}", detail={"owner": username, "via": "cli"})
         self.stdout.write(f"key {issued.api_key.prefix} for {username} ({roles.role_of(user)}); it is shown once:")
         self.stdout.write(issued.plaintext)
 
     def _list(self, options):
-        keys = ApiKey.objects.select_related("owner").order_by("owner__username", "-created_at")
-        if options.get("user"):
-            keys = keys.filter(owner__username=options["user"])
+        keys = account_keys(actor=None, username=options.get("user")).order_by("owner__username", "-created_at")
         self.stdout.write(f"{'PREFIX':10} {'USER':20} {'NAME':20} {'CREATED':20} {'LAST USED':20} STATUS")
         for key in keys:
             self.stdout.write(
@@ -66,8 +57,7 @@ class Command(BaseCommand):
 
     def _revoke(self, options):
         try:
-            key = apikey_revoke(prefix=options["prefix"])
-        except NotFound as exc:
+            key = account_key_revoke(actor=None, prefix=options["prefix"])
+        except DomainError as exc:
             raise CommandError(exc.message) from exc
-        audit_record(actor=None, action="apikey.revoke", target=f"apikey:{key.prefix}", detail={"via": "cli"})
         self.stdout.write(f"revoked {key.prefix}")

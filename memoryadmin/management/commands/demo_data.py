@@ -35,6 +35,8 @@ class Command(BaseCommand):
                 if created:
                     fresh = True
                     user.set_password(password)
+                    # The demo admin also opens Django's own admin (/django-admin/).
+                    user.is_staff = user.is_superuser = role == "admin"
                     user.save()
                 roles.role_set(user, role)
                 users[username] = user
