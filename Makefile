@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 
-.PHONY: run test test-client test-postgres test-browser install env migrate demo schema bench serve loadtest clean
+.PHONY: run test test-client test-postgres test-pgbouncer test-browser install env migrate demo schema bench serve loadtest clean
 
 CLIENT := clients/python
 
@@ -58,6 +58,12 @@ test-client: $(CLIENT_VENV)/.installed
 
 test-postgres: install
 	DATABASE_URL=$(PG_URL) $(PY) -m pytest -m "not browser" -q
+
+# The suite on PostgreSQL through PgBouncer in transaction mode (.ci/pgbouncer.sh starts it).
+# --reuse-db keeps the test database at the end: PgBouncer still holds server connections
+# to it then, and PostgreSQL refuses to drop a database in use; --create-db makes it anew.
+test-pgbouncer: install
+	.ci/pgbouncer.sh $(PY) -m pytest -m "not browser" -q --create-db --reuse-db
 
 test-browser: install
 	$(PY) -m pytest -m browser -q

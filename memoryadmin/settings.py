@@ -60,6 +60,15 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}") from exc
 
 
+def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, not {raw!r}")
+    return raw
+
+
 def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
 
@@ -170,9 +179,16 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
             "max_size": env_int("DJANGO_DB_POOL_MAX_SIZE", 4),
             "timeout": env_int("DJANGO_DB_POOL_TIMEOUT", 10),
         }
-    # Behind PgBouncer in transaction mode a server-side cursor would outlive the
-    # transaction that opened it on the server connection; turn them off there.
-    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = env_bool("DJANGO_DB_DISABLE_SERVER_SIDE_CURSORS", False)
+    # Behind a pooler in transaction mode (PgBouncer's pool_mode = transaction) each
+    # transaction may run on another server connection: a server-side cursor would outlive
+    # the transaction that opened it, and a statement psycopg prepared on one connection is
+    # unknown on the next. DJANGO_DB_POOLER=transaction turns both off (docs/scaling.md).
+    _transaction_pooler = env_choice("DJANGO_DB_POOLER", ("none", "transaction"), "none") == "transaction"
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = _transaction_pooler or env_bool(
+        "DJANGO_DB_DISABLE_SERVER_SIDE_CURSORS", False
+    )
+    if _transaction_pooler:
+        DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
 
 # A PostgreSQL streaming replica for the dashboard's page reads (memoryadmin/replica.py,
 # docs/scaling.md). The API, sessions, users and every write stay on the primary.

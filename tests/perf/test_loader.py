@@ -7,6 +7,7 @@ memoryadmin and through LangGraph's PostgresSaver; store items through both stor
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -36,9 +37,14 @@ NAMESPACES = 40  # one org: 10 users x 4 kinds
 
 
 def _url() -> str:
+    """The test database's URL for LangGraph's own savers. Behind a transaction pooler they
+    go to PostgreSQL itself (POSTGRES_DIRECT_PORT, set by .ci/pgbouncer.sh): they prepare
+    statements, which PgBouncer's transaction mode does not carry from one server
+    connection to the next."""
     db = connection.settings_dict
     auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-    return f"postgresql://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    port = os.environ.get("POSTGRES_DIRECT_PORT") or db["PORT"] or 5432
+    return f"postgresql://{auth}@{db['HOST'] or '127.0.0.1'}:{port}/{db['NAME']}"
 
 
 @pytest.fixture
