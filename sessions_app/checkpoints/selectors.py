@@ -118,6 +118,21 @@ def checkpoints_of(thread: Thread) -> list[Checkpoint]:
 # --- reads ---------------------------------------------------------------------------------------
 
 
+def checkpoint_steps(*, thread: Thread, limit: int) -> list[tuple[str, str, str]]:
+    """(checkpoint_ns, node_id, next_node_id) of a thread's newest `limit` checkpoints, newest first.
+
+    One query over every namespace, in insertion order (the order of the history).
+    The thread was already checked for reading by the caller: a thread drawn on
+    its graph (graphs_app) shows the path its checkpoints took.
+    """
+    return list(
+        Checkpoint.objects.filter(thread_id=thread.pk)
+        .order_by("-id")
+        .values_list("checkpoint_ns", "node_id", "next_node_id")[:limit]
+    )
+
+
+
 @dataclass
 class CheckpointPage:
     thread: Thread

@@ -202,7 +202,15 @@ def thread_save_agent_state(
 # lock), so nothing is inserted and the save goes through the locked path below.
 # Everything else (a new thread, another owner, a rewrite, a no-op, an If-Match
 # that does not match) also goes through the locked path, which holds every rule.
-_HEAD_SQL = """
+#
+# The statements are public (HEAD_SQL, APPEND_SQL, APPEND_ROW; rendered with the table
+# names by `thread_head_sql` and `thread_append_sql`) so that a measurement of the save
+# (bench/run.py) sends exactly what a save sends. HEAD_SQL takes (agent_code,
+# thread_id) and returns the thread row's guarded columns with the chain head;
+# APPEND_SQL takes the thread's new values, the values read (the guard), then one
+# APPEND_ROW per new block: (seq, position, role, content, message JSON, block_type,
+# chain_hash). It inserts nothing when the guard no longer holds.
+HEAD_SQL = """
 SELECT t.id, t.owner_id, t.agent_code, t.last_seq, t.rewrite_count, t.active_count, t.updated_at,
        t.title = '', h.position, h.chain_hash
   FROM {thread} t
@@ -213,7 +221,7 @@ SELECT t.id, t.owner_id, t.agent_code, t.last_seq, t.rewrite_count, t.active_cou
  WHERE t.thread_id = %s
 """
 
-_APPEND_SQL = """
+APPEND_SQL = """
 WITH moved AS (
     UPDATE {thread}
        SET last_seq = %s, active_count = active_count + %s, agent_code = %s, updated_at = %s,
@@ -227,16 +235,34 @@ SELECT moved.id, %s, v.seq, v.position, v.role, v.content, v.message::jsonb, v.b
        v.chain_hash, %s
   FROM moved CROSS JOIN (VALUES {rows}) AS v(seq, position, role, content, message, block_type, chain_hash)
 """
-_APPEND_ROW = "(%s::bigint, %s::integer, %s, %s, %s, %s, %s)"
+APPEND_ROW = "(%s::bigint, %s::integer, %s, %s, %s, %s, %s)"
+
+
+def thread_head_sql() -> str:
+    """HEAD_SQL with this database's table names: the read of the one-statement append."""
+    return HEAD_SQL.format(thread=Thread._meta.db_table, block=Block._meta.db_table)
+
+
+def thread_append_sql(*, rows: int, with_extra_state: bool = False) -> str:
+    """APPEND_SQL for `rows` new blocks with this database's table names: the one-statement append.
+
+    With `with_extra_state` the statement also overwrites extra_state (one more
+    parameter, after the title's).
+    """
+    return APPEND_SQL.format(
+        thread=Thread._meta.db_table,
+        block=Block._meta.db_table,
+        extra_state=", extra_state = %s::jsonb" if with_extra_state else "",
+        rows=", ".join([APPEND_ROW] * rows),
+    )
 
 
 def _append_in_one_statement(
     *, actor, thread_id, agent_code, context, extra_state, extra_state_given, if_match
 ) -> SaveResult | None:
     """The save as an append in one conditional statement, or None for the locked path."""
-    tables = {"thread": Thread._meta.db_table, "block": Block._meta.db_table}
     with connection.cursor() as cursor:
-        cursor.execute(_HEAD_SQL.format(**tables), [agent_code, thread_id])
+        cursor.execute(thread_head_sql(), [agent_code, thread_id])
         row = cursor.fetchone()
     if row is None:
         return None
@@ -269,9 +295,7 @@ def _append_in_one_statement(
 
     now = timezone.now()
     params: list[Any] = [last_seq + total - stored, total - stored, agent_code, now, _title_from(parsed) if untitled else ""]
-    extra_sql = ""
     if extra_state_given:
-        extra_sql = ", extra_state = %s::jsonb"
         params.append(state)
     params += [pk, actor.pk, last_seq, rewrite_count, active_count, updated_at, agent_code, now]
     for offset, item in enumerate(parsed):
@@ -279,7 +303,7 @@ def _append_in_one_statement(
             last_seq + 1 + offset, stored + offset, item.role, item.content, messages[offset],
             item.block_type, digests[offset],
         ]
-    sql = _APPEND_SQL.format(extra_state=extra_sql, rows=", ".join([_APPEND_ROW] * len(parsed)), **tables)
+    sql = thread_append_sql(rows=len(parsed), with_extra_state=extra_state_given)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         inserted = cursor.rowcount
