@@ -1,4 +1,4 @@
-"""The graph compiler (graphs_app/compiler.py): pure Python, so no database and no Django."""
+"""The graph compiler (graphs_app/compiler/): pure Python, so no database and no Django."""
 
 from __future__ import annotations
 
