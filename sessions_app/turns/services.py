@@ -21,7 +21,6 @@ admin's: DESIGN §8); reads follow the thread's read rules.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,24 +46,14 @@ PENDING_MAX_CHUNKS = 100_000
 ELLIPSIS = "…"
 
 
-def _setting(name: str, default: int) -> int:
-    """A positive integer from Django settings, else the environment, else the default."""
-    value = getattr(settings, name, None)
-    if value is None:
-        value = os.environ.get(name, "") or default
-    try:
-        value = int(value)
-    except (TypeError, ValueError):
-        return default
-    return value if value > 0 else default
-
-
 def turn_window() -> int:
-    return _setting("MEMORYADMIN_TURN_WINDOW", 10)
+    """Finished turns a thread keeps (settings.MEMORYADMIN_TURN_WINDOW, at least 1)."""
+    return settings.MEMORYADMIN_TURN_WINDOW
 
 
 def turn_max_answer_chars() -> int:
-    return _setting("MEMORYADMIN_TURN_MAX_ANSWER_CHARS", 4000)
+    """The longest answer kept, in characters (settings.MEMORYADMIN_TURN_MAX_ANSWER_CHARS)."""
+    return settings.MEMORYADMIN_TURN_MAX_ANSWER_CHARS
 
 
 def _text(value: Any, *, field_name: str, max_chars: int) -> str:

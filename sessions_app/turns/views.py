@@ -68,11 +68,6 @@ def context_preview_page(request: HttpRequest, thread_id: str) -> HttpResponse:
     return render(request, template, context, status=status)
 
 
-def _seconds(name: str, default: float) -> float:
-    value = getattr(settings, name, default)
-    return float(value) if isinstance(value, (int, float)) and value >= 0 else default
-
-
 @require_GET
 @login_required
 def turns_panel(request: HttpRequest, thread_id: str) -> HttpResponse:
@@ -141,9 +136,9 @@ def turns_stream(request: HttpRequest, thread_id: str) -> StreamingHttpResponse:
     thread = selectors.thread_get_for_read(actor=request.user, thread_id=thread_id)
     events = turn_events(
         thread_pk=thread.pk,
-        poll=_seconds("MEMORYADMIN_TURN_SSE_POLL_SECONDS", 0.5),
-        heartbeat=_seconds("MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS", 15.0),
-        max_seconds=_seconds("MEMORYADMIN_TURN_SSE_MAX_SECONDS", 300.0),
+        poll=settings.MEMORYADMIN_TURN_SSE_POLL_SECONDS,
+        heartbeat=settings.MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS,
+        max_seconds=settings.MEMORYADMIN_TURN_SSE_MAX_SECONDS,
     )
     response = StreamingHttpResponse(events, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
