@@ -13,22 +13,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from memoryadmin import roles
+from memoryadmin import params, roles
 
 from sessions_app.threads import selectors, services
 
 PAGE_SIZE = 50
 BLOCK_PAGE_SIZE = 200
 TABS = ("active", "archived", "state")
-# An apply from the browser stops between batches after this long; cron finishes big backlogs.
-WEB_RETENTION_SECONDS = 20
-
-
-def _int_param(request: HttpRequest, name: str, default: int = 0) -> int:
-    try:
-        return max(0, int(request.GET.get(name, default)))
-    except (TypeError, ValueError):
-        return default
 
 
 @require_GET
@@ -37,7 +28,7 @@ def thread_list(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").strip()[:200]
     agent_code = request.GET.get("agent", "").strip()[:64]
     owner = request.GET.get("owner", "").strip()[:150]
-    page = _int_param(request, "page", 1) or 1
+    page = params.parse_page(request.GET.get("page"))
     threads = selectors.thread_list(actor=request.user, q=q, agent_code=agent_code, owner=owner)
     # Fetch one row more than shown to know whether a next page exists, without a COUNT.
     offset = (page - 1) * PAGE_SIZE
@@ -70,10 +61,8 @@ def _blocks_page(thread, *, archived: str, after_seq: int):
 @login_required
 def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     thread = selectors.thread_get_for_read(actor=request.user, thread_id=thread_id)
-    tab = request.GET.get("tab", "active")
-    if tab not in TABS:
-        tab = "active"
-    after = _int_param(request, "after")
+    tab = params.parse_choice(request.GET.get("tab") or None, "tab", TABS, "active")
+    after = params.parse_cursor(request.GET.get("after"), name="after", default=0)
     context = {
         "thread": thread,
         "tab": tab,
@@ -118,8 +107,3 @@ def thread_delete(request: HttpRequest, thread_id: str) -> HttpResponse:
     messages.success(request, f"Thread {thread_id} deleted.")
     url = reverse("thread-list")
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-
-
-# --- operations: home, search, export, bulk actions, retention, erase ------------------------------
-
-
