@@ -1,6 +1,6 @@
 """Reads of graph definitions. Each takes the acting user: ownership is decided here.
 
-Graphs are owned like threads (DESIGN §8): members see and edit their own; operators
+Graphs are owned like threads (docs/graphs.md, "Who may do what"): members see and edit their own; operators
 read every graph and write none; admins read every graph and may delete any, but do
 not edit another user's graph.
 """

@@ -1,4 +1,4 @@
-"""Reads of the audit log. Only admins read it (DESIGN §8); every read takes the acting user."""
+"""Reads of the audit log. Only admins read it (docs/architecture.md, rule A5); every read takes the acting user."""
 
 from __future__ import annotations
 

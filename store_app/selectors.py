@@ -1,8 +1,8 @@
 """Reads of the long-term store. Each takes the acting user: ownership is decided here.
 
 Members see their own items only; operators and admins see every item
-(DESIGN §8). Expired items are invisible to everyone. Every function here is a
-bounded number of queries whatever the store holds (DESIGN §7).
+(docs/store.md, rule ST3). Expired items are invisible to everyone. Every function here
+is a bounded number of queries whatever the store holds (docs/store.md, rule ST9).
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def write_as_dict(write: CheckpointWrite) -> dict[str, Any]:
 
 
 def checkpoint_as_dict(checkpoint: Checkpoint, *, thread: Thread | None = None) -> dict[str, Any]:
-    """A checkpoint as the API answers it (DESIGN §9); its writes attached by `attach_writes`."""
+    """A checkpoint as the API answers it (docs/checkpoints.md, "API guide"); its writes attached by `attach_writes`."""
     thread = thread or checkpoint.thread
     return {
         "thread_id": thread.thread_id,

@@ -1,10 +1,12 @@
 """Writes to threads and blocks. Every rule of the conversation store lives here.
 
-The rules come from the two-table store of seed 001 (DESIGN §3), with its two
-production bugs fixed: compaction is detected by the context no longer extending
-what is stored (count shrink *or* a hash-chain mismatch, not a summary field),
-and new seq numbers continue from the highest seq ever given, archived rows
-included, so a second compaction never collides on the unique key.
+The rules are docs/architecture.md, rules S1-S9 (a thread row, and a block per
+message). Two of them avoid the production bugs of the store this one is modelled
+on: a compaction is detected by the context no longer extending what is stored
+(count shrink *or* a hash-chain mismatch), never by a summary field, which goes
+unnoticed when the compaction leaves it empty (S5); and new seq numbers continue from
+the highest seq ever given, archived rows included, since a rewrite restarting seq at
+1 collides with the archived rows on the unique key at the second compaction (S6).
 """
 
 from __future__ import annotations
@@ -149,8 +151,8 @@ def thread_save_agent_state(
 ) -> SaveResult:
     """Save an agent's state: context blocks appended or rewritten, extra_state overwritten.
 
-    DESIGN §3: one transaction with the thread row locked; 403 on another
-    owner's thread with nothing written; rewrite when the context is shorter
+    docs/architecture.md, rules S1-S9: one transaction with the thread row locked; 403
+    on another owner's thread with nothing written; rewrite when the context is shorter
     than the active blocks or its stored prefix changed (hash chain); append
     the tail otherwise; no-op when equal; seq continues from max(seq)
     including archived rows. With `if_match` (an HTTP If-Match value) the save

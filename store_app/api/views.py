@@ -1,4 +1,4 @@
-"""Store endpoints: the LangGraph server's store API (DESIGN §9), so `langgraph-sdk` works unchanged.
+"""Store endpoints: the LangGraph server's store API (docs/store.md, "API guide"), so `langgraph-sdk` works unchanged.
 
 Thin: parameters go to selectors and services as given; they validate and
 decide. A missing item is `200 null`, as the LangGraph server answers.
