@@ -3,7 +3,8 @@
 Mermaid draws the diagrams in the browser and sets inline styles on the SVG it makes
 (and a <style> element inside it), which the site-wide policy ``style-src 'self'``
 blocks. The pages that draw a diagram relax that one directive with
-``'unsafe-inline'``; scripts stay ``'self'`` only (docs/graphs.md, "Content security").
+``'unsafe-inline'``; scripts stay ``'self'`` only
+(docs/graphs.md, "Mermaid and the content security policy").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Context building (seed 003): memory injected, history trimmed to a budget; the function, the API, the page."""
+"""Context building (docs/turns.md, "How the context is built"): memory injected, history trimmed to a budget; the function, the API, the page."""
 
 from __future__ import annotations
 
