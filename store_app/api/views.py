@@ -25,6 +25,7 @@ from ..models import StoreItem
 from ..namespaces import namespace_from_path
 from . import serializers as s
 
+
 def _body(request: Request) -> dict[str, Any]:
     data = request.data
     if not isinstance(data, dict):

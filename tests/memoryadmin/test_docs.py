@@ -21,9 +21,9 @@ CLIENT = ROOT / "memoryadmin" / "integrations"
 DOC_RE = re.compile(r"docs/([a-z_]+)\.md")
 SECTION_RE = re.compile(r'docs/([a-z_]+)\.md(?:,\s*|\s+\(|\s+)"([^"\n]+)"')
 RULE_RE = re.compile(r"docs/([a-z_]+)\.md,\s*(?:rules?\s+)?([A-Z]{1,2})(\d+)(?:\s*[-–]\s*([A-Z]{1,2})(\d+))?\b")
-LABEL_RE = re.compile(r"(?:\*\*|^\|\s*)([A-Z]{1,2}\d+)\.", re.M)  # **S6. … or a table row | T1. …
+LABEL_RE = re.compile(r"(?:\*\*|^\|\s*)([A-Z]{1,2}\d+)\.", re.MULTILINE)  # **S6. … or a table row | T1. …
 # Written so that this line does not match itself.
-OUTSIDE = re.compile("|".join([r"DESIGN" + " §", r"design[ ]section", r"\bseeds? \d{3}\b", r"\bseed[']s\b", r"\bseed[ ]table\b"]), re.I)
+OUTSIDE = re.compile("|".join([r"DESIGN" + " §", r"design[ ]section", r"\bseeds? \d{3}\b", r"\bseed[']s\b", r"\bseed[ ]table\b"]), re.IGNORECASE)
 
 
 def sources() -> list[Path]:
@@ -91,5 +91,5 @@ def test_the_architecture_document_opens_with_the_map():
     for part in ("### The domains", "### The floors", "### Where a rule lives", "### How a request travels"):
         assert part in text.split("## Access rules")[0], part
     # Every package the floors name exists.
-    for package in re.findall(r"^\w[\w ]*?\s{2,}((?:memoryadmin|sessions_app|store_app|graphs_app)/[\w/.]*[\w/])", text, re.M):
+    for package in re.findall(r"^\w[\w ]*?\s{2,}((?:memoryadmin|sessions_app|store_app|graphs_app)/[\w/.]*[\w/])", text, re.MULTILINE):
         assert (ROOT / package).exists(), package
