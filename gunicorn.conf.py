@@ -4,7 +4,7 @@
 
 Every value can be changed by an environment variable, so one file serves a
 laptop, a 2-core VM and a large host. The choices, with the figures behind them,
-are in docs/scaling.md ("Serving").
+are in docs/scaling.md ("Serving on one machine").
 
 - Workers: processes, because Django's request path is mostly Python and one
   process uses at most one core. 2 per core plus one (gunicorn's rule of thumb):

@@ -87,11 +87,10 @@ def raw_save_turn(conn, thread_id: str, agent_code: str, context: list[dict], di
     import orjson
 
     from sessions_app.threads.messages import ContextHasher
-    from sessions_app.threads.services import _APPEND_ROW, _APPEND_SQL, _HEAD_SQL
+    from sessions_app.threads.services import thread_append_sql, thread_head_sql
 
-    tables = {"thread": "sessions_app_thread", "block": "sessions_app_block"}
     pk, owner, agent, last_seq, rewrites, active, updated_at, _untitled, position, head = conn.execute(
-        _HEAD_SQL.format(**tables), (agent_code, thread_id)
+        thread_head_sql(), (agent_code, thread_id)
     ).fetchone()
     stored = position + 1
     if digests is None:
@@ -103,7 +102,7 @@ def raw_save_turn(conn, thread_id: str, agent_code: str, context: list[dict], di
     params = [last_seq + len(new), len(new), agent_code, now, "", pk, owner, last_seq, rewrites, active, updated_at, agent_code, now]
     for i, message in enumerate(new):
         params += [last_seq + 1 + i, stored + i, message["role"], message["content"], orjson.dumps(message).decode(), "message", digests[i]]
-    sql = _APPEND_SQL.format(extra_state="", rows=", ".join([_APPEND_ROW] * len(new)), **tables)
+    sql = thread_append_sql(rows=len(new))
     return conn.execute(sql, params).rowcount
 
 
@@ -781,7 +780,7 @@ def main() -> None:
             by_scale[scale] = measure(bench, threads, namespaces)
         from sessions_app.models import Thread
 
-        # One long thread (DESIGN §7: loading a 10 000-message thread), written by the service.
+        # One long thread (the "load thread (10,000 messages)" row of docs/benchmarks.md), written by the service.
         big_size = BIG_THREAD_MESSAGES // divisor
         big_context = [
             {"role": "user" if i % 2 == 0 else "assistant", "content": f"{i}: {loader.text_for(i)}", "id": f"big-{i}"}

@@ -10,7 +10,7 @@ NAME_MAX = 100
 
 class GraphDefinitionQuerySet(models.QuerySet):
     def visible_to(self, user) -> "GraphDefinitionQuerySet":
-        """Members see their own graphs; operators and admins see every graph (DESIGN §8)."""
+        """Members see their own graphs; operators and admins see every graph (docs/architecture.md, rules A1-A3)."""
         if roles.can_read_all(user):
             return self
         if user is None or not user.is_authenticated:
@@ -19,7 +19,7 @@ class GraphDefinitionQuerySet(models.QuerySet):
 
 
 class GraphDefinition(models.Model):
-    """A saved graph definition (DESIGN §2, §6): the JSON of docs/graphs.md, owned like a thread.
+    """A saved graph definition: the JSON of docs/graphs.md ("Saved definitions"), owned like a thread.
 
     ``valid`` and ``node_count`` are copied from the compile result each time the spec is
     saved, so lists show them without compiling every graph on every page.

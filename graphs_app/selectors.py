@@ -1,6 +1,6 @@
 """Reads of graph definitions. Each takes the acting user: ownership is decided here.
 
-Graphs are owned like threads (DESIGN §8): members see and edit their own; operators
+Graphs are owned like threads (docs/graphs.md, "Who may do what"): members see and edit their own; operators
 read every graph and write none; admins read every graph and may delete any, but do
 not edit another user's graph.
 """
@@ -14,7 +14,7 @@ from django.db.models import QuerySet
 
 from memoryadmin import roles
 from memoryadmin.errors import Forbidden, NotFound
-from sessions_app.models import Checkpoint
+from sessions_app.checkpoints.selectors import checkpoint_steps
 
 from .compiler import END, SEPARATOR, START, CompileResult, SpecError, graph_compile
 from .diagrams import mermaid_marked
@@ -205,11 +205,7 @@ def graph_for_thread(*, actor, thread) -> ThreadGraph | None:
     nodes = set(result.flattened) if result is not None else set()
     containers = _containers(graph.spec)
 
-    rows = list(
-        Checkpoint.objects.filter(thread_id=thread.pk)
-        .order_by("-id")
-        .values_list("checkpoint_ns", "node_id", "next_node_id")[: PATH_LIMIT + 1]
-    )
+    rows = checkpoint_steps(thread=thread, limit=PATH_LIMIT + 1)
     truncated = len(rows) > PATH_LIMIT
     rows = rows[:PATH_LIMIT]
     rows.reverse()

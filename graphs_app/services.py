@@ -4,7 +4,7 @@ Rules: a definition is stored when its spec is well formed (the compiler raises 
 SpecError), even if the graph is invalid (``valid: false``): a half-built graph can be
 saved and finished later, and every save answers with the compile result. Input that
 is not a graph at all is a 400 naming the field and nothing is written. Names are
-unique per owner (409). Ownership as for threads (DESIGN §8): only the owner writes,
+unique per owner (409). Ownership as for threads (docs/graphs.md, "Who may do what"): only the owner writes,
 operators write nothing, an admin may delete another user's graph but not edit it.
 """
 

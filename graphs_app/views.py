@@ -3,7 +3,8 @@
 Mermaid draws the diagrams in the browser and sets inline styles on the SVG it makes
 (and a <style> element inside it), which the site-wide policy ``style-src 'self'``
 blocks. The pages that draw a diagram relax that one directive with
-``'unsafe-inline'``; scripts stay ``'self'`` only (docs/graphs.md, "Content security").
+``'unsafe-inline'``; scripts stay ``'self'`` only
+(docs/graphs.md, "Mermaid and the content security policy").
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from memoryadmin import params
 from memoryadmin.errors import Conflict, InvalidInput
 from sessions_app.threads.selectors import thread_get_for_read
 
@@ -49,13 +51,6 @@ STARTER_SPEC: dict[str, Any] = {
 }
 
 
-def _int_param(request: HttpRequest, name: str, default: int = 0) -> int:
-    try:
-        return max(0, int(request.GET.get(name, default)))
-    except (TypeError, ValueError):
-        return default
-
-
 def _preview_context(text: str) -> dict[str, Any]:
     """The preview of what is in the textarea: the compile result, or why it is not a graph."""
     try:
@@ -77,7 +72,7 @@ def _preview_context(text: str) -> dict[str, Any]:
 def graph_list(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").strip()[:100]
     owner = request.GET.get("owner", "").strip()[:150]
-    page = _int_param(request, "page", 1) or 1
+    page = params.parse_page(request.GET.get("page"))
     graphs = selectors.graph_list(actor=request.user, q=q, owner=owner)
     # One row more than shown tells whether a next page exists, without a COUNT.
     offset = (page - 1) * PAGE_SIZE
@@ -221,8 +216,9 @@ def graph_convert(request: HttpRequest) -> HttpResponse:
     """Paste LangGraph JSON: convert ``get_graph().to_json()`` into a definition in the editor."""
     form = LangGraphForm(request.POST)
     graph = None
-    if request.POST.get("graph_id", "").isdigit():
-        graph = selectors.graph_get_for_read(actor=request.user, graph_id=int(request.POST["graph_id"]))
+    graph_id = params.parse_int(request.POST.get("graph_id"), name="graph_id", minimum=1, maximum=params.CURSOR_MAX)
+    if graph_id is not None:
+        graph = selectors.graph_get_for_read(actor=request.user, graph_id=graph_id)
     spec_text, error = request.POST.get("spec", ""), None
     if not form.is_valid():
         problems = form.errors.get("langgraph") or ["Paste the JSON first."]

@@ -12,6 +12,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from .audit import audit_denial
 from .errors import DomainError, Forbidden
+from .params import parse_limit
 from memoryadmin.errors import InvalidInput
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
@@ -69,18 +70,12 @@ class StrictLimitMixin:
     """`limit` must be a whole number from 1 to max_page_size: a wrong one is a 400, not ignored."""
 
     def get_page_size(self, request):
-        raw = request.query_params.get(self.page_size_query_param)
-        if raw is None:
-            return self.page_size
-        try:
-            value = int(raw)
-        except ValueError:
-            value = 0
-        if not 1 <= value <= self.max_page_size:
-            raise exceptions.ValidationError(
-                {self.page_size_query_param: [f"must be a whole number from 1 to {self.max_page_size}."]}
-            )
-        return value
+        return parse_limit(
+            request.query_params.get(self.page_size_query_param),
+            default=self.page_size,
+            maximum=self.max_page_size,
+            field_name=self.page_size_query_param,
+        )
 
 
 class SeqCursorPagination(StrictLimitMixin, CursorPagination):

@@ -78,7 +78,7 @@ def audit_denial(*, request, exc) -> None:
 
 
 def audit_foreign_read(*, actor, owner, target: str, action: str = "thread.read", detail: dict[str, Any] | None = None) -> None:
-    """Record that an operator or admin read something another user owns (DESIGN §8, audit).
+    """Record that an operator or admin read something another user owns (docs/architecture.md, rule A4).
 
     Called on every read of another user's thread (each page view, each API
     call), so it costs exactly one INSERT: the actor and owner are already

@@ -14,7 +14,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from .audit import audit_record
-from .errors import InvalidInput
+from .params import parse_choice
 from .selectors import KNOWN_ACTIONS, AuditFilter, audit_event_page, audit_events
 
 EXPORT_CHUNK = 2000
@@ -96,9 +96,7 @@ def _json_lines(queryset) -> Iterator[bytes]:
 @login_required
 def audit_export(request: HttpRequest) -> StreamingHttpResponse:
     """The filtered log as CSV or JSON, streamed: rows are read in chunks, never all at once."""
-    fmt = request.GET.get("format", "csv")
-    if fmt not in ("csv", "json"):
-        raise InvalidInput("format must be csv or json.", fields={"format": ["must be csv or json."]})
+    fmt = parse_choice(request.GET.get("format") or None, "format", ("csv", "json"), "csv")
     filters = AuditFilter.from_params(request.GET)
     events = audit_events(actor=request.user, filters=filters)
     audit_record(

@@ -1,4 +1,4 @@
-"""Reads of the audit log. Only admins read it (DESIGN §8); every read takes the acting user."""
+"""Reads of the audit log. Only admins read it (docs/architecture.md, rule A5); every read takes the acting user."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from django.utils import timezone
 from . import roles
 from .errors import Forbidden, InvalidInput
 from .models import AuditEvent
+from .params import parse_cursor, parse_date
 
 AUDIT_PAGE_SIZE = 50
 # Suggestions for the action filter; any action can be typed.
@@ -46,25 +47,6 @@ def audit_ensure_reader(actor) -> None:
         raise Forbidden("Only an admin may read the audit log.", target="audit", action="audit.read")
 
 
-def _parse_day(value: str, name: str) -> date | None:
-    value = (value or "").strip()
-    if not value:
-        return None
-    try:
-        return date.fromisoformat(value)
-    except ValueError:
-        raise InvalidInput(f"{name} must be a date (YYYY-MM-DD).", fields={name: ["must be a date (YYYY-MM-DD)."]}) from None
-
-
-def _parse_id(value: str, name: str) -> int | None:
-    value = (value or "").strip()
-    if not value:
-        return None
-    if not value.isdigit() or len(value) > 18:
-        raise InvalidInput(f"{name} must be a positive integer.", fields={name: ["must be a positive integer."]})
-    return int(value)
-
-
 def _day_start(day: date) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min))
 
@@ -81,8 +63,8 @@ class AuditFilter:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "AuditFilter":
-        since = _parse_day(params.get("since", ""), "since")
-        until = _parse_day(params.get("until", ""), "until")
+        since = parse_date(params.get("since"), name="since")
+        until = parse_date(params.get("until"), name="until")
         if since and until and since > until:
             raise InvalidInput("since is after until.", fields={"since": ["is after until."]})
         return cls(
@@ -138,7 +120,7 @@ def audit_event_page(*, actor, filters: AuditFilter, before: str = "", after: st
     next page and `id > after` the previous one, each served by the primary key.
     """
     qs = audit_events(actor=actor, filters=filters)
-    before_id, after_id = _parse_id(before, "before"), _parse_id(after, "after")
+    before_id, after_id = parse_cursor(before, name="before"), parse_cursor(after, name="after")
     if after_id is not None:
         rows = list(qs.filter(id__gt=after_id).order_by("id")[: size + 1])
         more_newer = len(rows) > size

@@ -2,11 +2,19 @@
 
 Every variable is documented in `.env.example`. Django's own settings take a
 `DJANGO_` prefix; the database comes from `DATABASE_URL` (SQLite by default).
+
+This is the only module that reads the environment: everything else reads
+`django.conf.settings.X`. Each variable goes through a typed helper below
+(`env_str`, `env_bool`, `env_int`, `env_float`, `env_list`, `env_choice`, `env_rate`),
+which refuses a value it cannot use with ImproperlyConfigured naming the variable, so
+a typo stops the server at start instead of surfacing on some later request.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -50,22 +58,56 @@ def env_bool(name: str, default: bool = False) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false, yes/no), not {raw!r}")
 
 
-def env_int(name: str, default: int) -> int:
+def _bounded(name: str, raw: str, value, minimum, maximum, kind: str):
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        if maximum is None:
+            bound = f"at least {minimum}"
+        elif minimum is None:
+            bound = f"at most {maximum}"
+        else:
+            bound = f"from {minimum} to {maximum}"
+        raise ImproperlyConfigured(f"{name} must be {kind} {bound}, not {raw!r}")
+    return value
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}") from exc
+    return _bounded(name, raw, value, minimum, maximum, "an integer")
 
 
-def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
+def env_float(name: str, default: float, *, minimum: float | None = None, maximum: float | None = None) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise ImproperlyConfigured(f"{name} must be a number, not {raw!r}")
+    return _bounded(name, raw, value, minimum, maximum, "a number")
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
     if raw not in choices:
         raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, not {raw!r}")
+    return raw
+
+
+def env_rate(name: str, default: str) -> str:
+    """A request rate as DRF's throttles read it: a count, a slash, a period (s, min, h, day)."""
+    raw = env_str(name, default)
+    if not re.fullmatch(r"[0-9]+/(s|sec|second|m|min|minute|h|hour|d|day)", raw):
+        raise ImproperlyConfigured(f"{name} must be a rate such as 6000/min or 100/s, not {raw!r}")
     return raw
 
 
@@ -147,7 +189,7 @@ TEMPLATES = [
 DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'var' / 'memoryadmin.sqlite3'}"),
-        conn_max_age=env_int("DJANGO_CONN_MAX_AGE", 60),
+        conn_max_age=env_int("DJANGO_CONN_MAX_AGE", 60, minimum=0),
         conn_health_checks=True,
     )
 }
@@ -175,15 +217,15 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     if env_bool("DJANGO_DB_POOL", False):
         DATABASES["default"]["CONN_MAX_AGE"] = 0
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            "min_size": env_int("DJANGO_DB_POOL_MIN_SIZE", 2),
-            "max_size": env_int("DJANGO_DB_POOL_MAX_SIZE", 4),
-            "timeout": env_int("DJANGO_DB_POOL_TIMEOUT", 10),
+            "min_size": env_int("DJANGO_DB_POOL_MIN_SIZE", 2, minimum=0),
+            "max_size": env_int("DJANGO_DB_POOL_MAX_SIZE", 4, minimum=1),
+            "timeout": env_int("DJANGO_DB_POOL_TIMEOUT", 10, minimum=1),
         }
     # Behind a pooler in transaction mode (PgBouncer's pool_mode = transaction) each
     # transaction may run on another server connection: a server-side cursor would outlive
     # the transaction that opened it, and a statement psycopg prepared on one connection is
     # unknown on the next. DJANGO_DB_POOLER=transaction turns both off (docs/scaling.md).
-    _transaction_pooler = env_choice("DJANGO_DB_POOLER", ("none", "transaction"), "none") == "transaction"
+    _transaction_pooler = env_choice("DJANGO_DB_POOLER", "none", ("none", "transaction")) == "transaction"
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = _transaction_pooler or env_bool(
         "DJANGO_DB_DISABLE_SERVER_SIDE_CURSORS", False
     )
@@ -195,15 +237,15 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 _replica_url = env_str("DATABASE_REPLICA_URL")
 if _replica_url:
     DATABASES["replica"] = {
-        **dj_database_url.parse(_replica_url, conn_max_age=env_int("DJANGO_CONN_MAX_AGE", 60), conn_health_checks=True),
+        **dj_database_url.parse(_replica_url, conn_max_age=env_int("DJANGO_CONN_MAX_AGE", 60, minimum=0), conn_health_checks=True),
         # Tests have no second database: the alias reads the test database itself.
         "TEST": {"MIRROR": "default"},
     }
     DATABASE_ROUTERS = ["memoryadmin.replica.ReplicaRouter"]
 # After a write through the dashboard, that browser reads from the primary this long.
-MEMORYADMIN_REPLICA_PIN_SECONDS = env_int("MEMORYADMIN_REPLICA_PIN_SECONDS", 5)
+MEMORYADMIN_REPLICA_PIN_SECONDS = env_int("MEMORYADMIN_REPLICA_PIN_SECONDS", 5, minimum=0)
 # A replica that does not answer is left alone this long before it is tried again.
-MEMORYADMIN_REPLICA_RETRY_SECONDS = env_int("MEMORYADMIN_REPLICA_RETRY_SECONDS", 30)
+MEMORYADMIN_REPLICA_RETRY_SECONDS = env_int("MEMORYADMIN_REPLICA_RETRY_SECONDS", 30, minimum=0)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -214,8 +256,8 @@ AUTHENTICATION_BACKENDS = [
 
 # Login lockout (django-axes): this many failures for one username from one address
 # lock that pair out for AXES_COOLOFF_TIME hours.
-AXES_FAILURE_LIMIT = env_int("MEMORYADMIN_LOGIN_FAILURE_LIMIT", 5)
-AXES_COOLOFF_TIME = env_int("MEMORYADMIN_LOGIN_COOLOFF_MINUTES", 15) / 60
+AXES_FAILURE_LIMIT = env_int("MEMORYADMIN_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = env_int("MEMORYADMIN_LOGIN_COOLOFF_MINUTES", 15, minimum=1) / 60
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
@@ -224,10 +266,12 @@ AXES_VERBOSE = False
 # Shared by the throttles and the login lockout. The default cache lives in each
 # process; set DJANGO_CACHE_URL=redis://… so several processes share one count.
 _cache_url = env_str("DJANGO_CACHE_URL", "")
+if _cache_url and not _cache_url.startswith(("redis://", "rediss://")):
+    raise ImproperlyConfigured(f"DJANGO_CACHE_URL must be a redis:// or rediss:// URL (or empty), not {_cache_url!r}")
 CACHES = {
     "default": (
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
-        if _cache_url.startswith(("redis://", "rediss://"))
+        if _cache_url
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "memoryadmin"}
     )
 }
@@ -271,10 +315,24 @@ WHITENOISE_AUTOREFRESH = DEBUG or TESTING
 WHITENOISE_MANIFEST_STRICT = False
 
 # Request bodies above this many bytes are refused with 413 before they are read.
-MEMORYADMIN_MAX_BODY_BYTES = env_int("MEMORYADMIN_MAX_BODY_BYTES", 16 * 1024 * 1024)
+MEMORYADMIN_MAX_BODY_BYTES = env_int("MEMORYADMIN_MAX_BODY_BYTES", 16 * 1024 * 1024, minimum=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYADMIN_MAX_BODY_BYTES
 # Longest context accepted in one agent-state save.
-MEMORYADMIN_MAX_CONTEXT_MESSAGES = env_int("MEMORYADMIN_MAX_CONTEXT_MESSAGES", 100_000)
+MEMORYADMIN_MAX_CONTEXT_MESSAGES = env_int("MEMORYADMIN_MAX_CONTEXT_MESSAGES", 100_000, minimum=1)
+
+# Turns (docs/turns.md): finished turns kept per thread, and the longest answer kept.
+MEMORYADMIN_TURN_WINDOW = env_int("MEMORYADMIN_TURN_WINDOW", 10, minimum=1)
+MEMORYADMIN_TURN_MAX_ANSWER_CHARS = env_int("MEMORYADMIN_TURN_MAX_ANSWER_CHARS", 4000, minimum=1)
+# The live turn stream (server-sent events, sessions_app/turns/views.py): how often it
+# reads the database, the longest silence before a heartbeat comment, and how long a
+# stream stays open before it ends and the browser reconnects.
+MEMORYADMIN_TURN_SSE_POLL_SECONDS = env_float("MEMORYADMIN_TURN_SSE_POLL_SECONDS", 0.5, minimum=0.01)
+MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS = env_float("MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS", 15.0, minimum=0)
+MEMORYADMIN_TURN_SSE_MAX_SECONDS = env_float("MEMORYADMIN_TURN_SSE_MAX_SECONDS", 300.0, minimum=1)
+
+# Set by gunicorn.conf.py before the app is imported: each worker writes its Prometheus
+# counts there and /metrics sums them (memoryadmin/views.py). Empty: one process counts.
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -289,7 +347,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_CLASSES": ["memoryadmin.throttling.ClientRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {
         # Per API key (or per signed-in user when no key is used).
-        "client": env_str("MEMORYADMIN_THROTTLE_RATE", "6000/min"),
+        "client": env_rate("MEMORYADMIN_THROTTLE_RATE", "6000/min"),
     },
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -338,7 +396,7 @@ SECURE_REFERRER_POLICY = "same-origin"
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEBUG and env_bool("DJANGO_HTTPS", False))
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
-SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
 # Asking browsers to preload HSTS is a commitment for the whole domain: opt in.
 SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0 and env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
@@ -350,6 +408,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("DJANGO_LOG_LEVEL", "INFO")},
+    "root": {
+        "handlers": ["console"],
+        "level": env_choice("DJANGO_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
+    },
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-import os
-
+from django.conf import settings
 from django.db import connection
 from django.db.utils import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -29,8 +28,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
     gunicorn.conf.py sets PROMETHEUS_MULTIPROC_DIR, where every worker writes its
     values; a scrape lands on one worker, which must then read them all.
     """
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if settings.PROMETHEUS_MULTIPROC_DIR:
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
+        multiprocess.MultiProcessCollector(registry, path=settings.PROMETHEUS_MULTIPROC_DIR)
         return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
     return HttpResponse(generate_latest(), content_type=CONTENT_TYPE_LATEST)

@@ -20,7 +20,6 @@ class StoreSearchForm(forms.Form):
         label="Filter (JSON)",
         widget=forms.TextInput(attrs={"placeholder": '{"confidence": {"$gte": 0.7}}'}),
     )
-    page = forms.IntegerField(required=False, min_value=1, max_value=10_000)
 
     def clean_filter(self):
         raw = self.cleaned_data["filter"]

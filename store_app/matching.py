@@ -1,4 +1,4 @@
-"""What a store `filter` and a store `query` mean (DESIGN §5), stated once in Python.
+"""What a store `filter` and a store `query` mean (docs/store.md, rule ST6), stated once in Python.
 
 PostgreSQL evaluates the same rules in SQL (`store_app.expressions`); SQLite
 calls the functions below through registered SQL functions, so both backends

@@ -1,4 +1,4 @@
-"""Namespace rules of the long-term store (LangGraph's, DESIGN §5).
+"""Namespace rules of the long-term store (LangGraph's; docs/store.md, rule ST1).
 
 A namespace is a tuple of labels. A label is a non-empty string without "." and
 without NUL; a namespace written to is non-empty and its root label is not

@@ -1,8 +1,8 @@
 """Reads of the long-term store. Each takes the acting user: ownership is decided here.
 
 Members see their own items only; operators and admins see every item
-(DESIGN §8). Expired items are invisible to everyone. Every function here is a
-bounded number of queries whatever the store holds (DESIGN §7).
+(docs/store.md, rule ST3). Expired items are invisible to everyone. Every function here
+is a bounded number of queries whatever the store holds (docs/store.md, rule ST9).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from memoryadmin import roles
-from memoryadmin.errors import Forbidden, InvalidInput, NotFound
+from memoryadmin.errors import Forbidden, NotFound
+from memoryadmin.params import parse_int
 
 from .expressions import (
     NamespaceHead,
@@ -44,23 +45,6 @@ SEARCH_LIMIT_MAX = 1000
 NAMESPACES_LIMIT_MAX = 1000
 # Past this an offset is a mistake, and a larger one would overflow SQL's bigint.
 OFFSET_MAX = 1_000_000_000
-
-
-def int_param(value: Any, *, field: str, default: int, minimum: int = 0, maximum: int | None = None) -> int:
-    """An integer request parameter (JSON number or query string), bounded; 400 naming it otherwise."""
-    if value is None or value == "":
-        return default
-    if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            value = None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidInput(f"{field} must be an integer.", fields={field: ["must be an integer."]})
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
-        raise InvalidInput(f"{field} must be {bound}.", fields={field: [f"must be {bound}."]})
-    return value
 
 
 def _is_postgresql(qs) -> bool:
@@ -114,8 +98,8 @@ def store_search_validate(
         filter_spec=conditions_spec(conditions),
         has_filter=bool(conditions),
         terms=query_terms(query),
-        limit=int_param(limit, field="limit", default=10, minimum=0, maximum=SEARCH_LIMIT_MAX),
-        offset=int_param(offset, field="offset", default=0, minimum=0, maximum=OFFSET_MAX),
+        limit=parse_int(limit, name="limit", default=10, minimum=0, maximum=SEARCH_LIMIT_MAX),
+        offset=parse_int(offset, name="offset", default=0, minimum=0, maximum=OFFSET_MAX),
     )
 
 
@@ -192,9 +176,9 @@ def store_namespace_list(
     """
     prefix = _namespace_pattern(prefix, "prefix")
     suffix = _namespace_pattern(suffix, "suffix")
-    depth = None if max_depth is None else int_param(max_depth, field="max_depth", default=0, minimum=1, maximum=MAX_DEPTH)
-    limit = int_param(limit, field="limit", default=100, minimum=0, maximum=NAMESPACES_LIMIT_MAX)
-    offset = int_param(offset, field="offset", default=0, minimum=0, maximum=OFFSET_MAX)
+    depth = None if max_depth is None else parse_int(max_depth, name="max_depth", default=0, minimum=1, maximum=MAX_DEPTH)
+    limit = parse_int(limit, name="limit", default=100, minimum=0, maximum=NAMESPACES_LIMIT_MAX)
+    offset = parse_int(offset, name="offset", default=0, minimum=0, maximum=OFFSET_MAX)
     if limit == 0:
         return []
     head = literal_head(prefix)

@@ -1,8 +1,8 @@
 """Writes to the long-term store. Every rule of the store lives here.
 
-The store's semantics are LangGraph's `BaseStore` (seeds 000, 002, 003;
-DESIGN §5): put upserts an item, delete removes it, TTLs are in minutes and
-refreshed on read. On top of them, memoryadmin's ownership (DESIGN §8): an item
+The store's semantics are LangGraph's `BaseStore` (docs/store.md, rules ST1-ST8):
+put upserts an item, delete removes it, TTLs are in minutes and refreshed on read.
+On top of them, memoryadmin's ownership (docs/store.md, rule ST3): an item
 belongs to whoever wrote it first; nobody else writes it, not even an admin;
 operators write nothing; admins delete and clear any item; every delete is in
 the audit log.

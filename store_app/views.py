@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from memoryadmin import roles
+from memoryadmin import params, roles
 from memoryadmin.errors import InvalidInput
 
 from . import selectors, services
@@ -28,6 +28,8 @@ from .forms import StoreSearchForm
 from .namespaces import Namespace, key_validate, namespace_from_path, namespace_to_path
 
 PAGE_SIZE = 50
+# Deeper pages of a namespace are reached by searching it instead.
+PAGE_MAX = 10_000
 TREE_LIMIT = 500
 
 
@@ -96,10 +98,10 @@ def _pretty(value) -> str:
 
 
 def _item_panel(request: HttpRequest, namespace: Namespace) -> dict:
+    page = params.parse_page(request.GET.get("page"), maximum=PAGE_MAX)
     form = StoreSearchForm(request.GET or None)
     valid = form.is_valid() if form.is_bound else True
     data = form.cleaned_data if form.is_bound and valid else {}
-    page = data.get("page") or 1
     offset = (page - 1) * PAGE_SIZE
     searching = bool(data.get("q") or data.get("filter"))
     scored = False
@@ -155,7 +157,7 @@ def store_tree(request: HttpRequest) -> HttpResponse:
     replace the level's "more" row.
     """
     namespace = _namespace_param(request.GET)
-    offset = selectors.int_param(request.GET.get("offset"), field="offset", default=0, minimum=0)
+    offset = params.parse_offset(request.GET.get("offset"), maximum=selectors.OFFSET_MAX)
     template = "store_app/_tree.html"
     if offset:
         template += "#tree-entries"

@@ -11,7 +11,7 @@ from ..models import NAME_MAX
 
 ADJACENCY_HELP = "node -> successors, in definition order, __start__ first and __end__ last"
 
-# What the compiler's parser accepts (graphs_app.compiler._Parser and from_langgraph_json),
+# What the compiler's parser accepts (graphs_app.compiler.parsing: Parser and from_langgraph_json),
 # as closely as OpenAPI 3.0 can say it: a spec that fits these schemas is compiled (a
 # wrong graph is `valid: false`), anything else is a 400 naming the field. Keys not
 # listed here are kept and ignored.

@@ -1,4 +1,4 @@
-"""Graph endpoints (DESIGN §9 "Graphs"). Thin: services, selectors and the compiler do the work."""
+"""Graph endpoints (docs/graphs.md, "HTTP API"). Thin: services, selectors and the compiler do the work."""
 
 from __future__ import annotations
 

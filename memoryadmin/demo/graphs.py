@@ -1,7 +1,7 @@
 """Demo graphs, and threads that ran on them, written through the services.
 
 Loaded by ``manage.py demo_data``. The graphs cover each thing the compiler does: the
-subgraph of seed 004, a ReAct loop (a conditional edge back and forth), a fan-out and
+subgraph example of docs/graphs.md ("Worked example"), a ReAct loop (a conditional edge back and forth), a fan-out and
 fan-in, an interrupt, LangGraph's own JSON, and one graph full of mistakes.
 """
 
@@ -20,7 +20,7 @@ def _edges(*pairs: str) -> list[dict[str, str]]:
     return [{"source": a, "target": b} for a, b in (pair.split(">") for pair in pairs)]
 
 
-# Seed 004: A -> B -> C, where B holds D -> E, D -> F, E -> G, F -> G.
+# The subgraph example of docs/graphs.md: A -> B -> C, where B holds D -> E, D -> F, E -> G, F -> G.
 SEED_SUBGRAPH: dict[str, Any] = {
     "nodes": [
         {"id": "A"},

@@ -1,9 +1,9 @@
 """Demo long-term memories for `manage.py demo_data`: written through the store's services.
 
 Profiles, preferences and learned facts of alice and bob under the namespaces an
-agent would use (seed 000: users/<id>/preferences, learned device facts; seed
-003: travel_assistant/<id>/preferences), a few hundred items in all, some with
-a TTL. Running it again rewrites the same items (puts are upserts).
+agent would use (users/<id>/preferences, learned device facts,
+travel_assistant/<id>/preferences; docs/store.md, "Demo data"), a few hundred items
+in all, some with a TTL. Running it again rewrites the same items (puts are upserts).
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def load(users) -> dict[str, int]:
             written += 1
             with_ttl += 1
     alice = users["alice"]
-    # A learned fact about a device, shared knowledge any session can look up (seed 000).
+    # A learned fact about a device, shared knowledge any session can look up.
     device_facts = {
         "voltage": {"text": "normal voltage range is 220V to 240V", "min": 220, "max": 240, "unit": "V"},
         "location": {"text": "installed in the server room, rack 3"},

@@ -27,6 +27,7 @@ from django.utils import timezone
 from memoryadmin import roles
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
+from memoryadmin.params import parse_bool
 
 from sessions_app.threads import services
 from memoryadmin.operations.models import BulkJob
@@ -56,7 +57,7 @@ class Selection:
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> "Selection":
         """From the thread list's form: `ids` (repeated) or `all=1` with the filter fields."""
-        if data.get("all") == "1":
+        if parse_bool(data.get("all"), name="all", default=False):
             return cls(
                 filter={
                     "q": (data.get("q") or "").strip()[:200],

@@ -1,7 +1,7 @@
 """The home dashboard's numbers, scoped to the viewer, in a constant number of queries.
 
 Members see their own threads and items; operators and admins see everything
-(DESIGN §8). Every figure is computed here, in SQL and Python; the template
+(docs/architecture.md, rules A1-A3). Every figure is computed here, in SQL and Python; the template
 only draws it (the bar chart is SVG geometry computed below, no chart library).
 """
 

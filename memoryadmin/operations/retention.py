@@ -47,6 +47,7 @@ from django.utils import timezone
 from memoryadmin import roles
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
+from memoryadmin.params import parse_int
 
 from memoryadmin.operations.models import RetentionPolicy, RetentionRun
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
@@ -89,16 +90,8 @@ def ensure_admin(actor, action: str, target: str = "retention") -> None:
 
 
 def _rule(value: Any, name: str, maximum: int = DAYS_MAX, minimum: int = 1) -> int | None:
-    if value in (None, ""):
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = None
-    if number is None or isinstance(value, bool) or not minimum <= number <= maximum:
-        message = f"must be a whole number from {minimum} to {maximum}, or empty to keep forever."
-        raise InvalidInput(f"{name} {message}", fields={name: [message]})
-    return number
+    """One rule of a policy: a whole number in its range, or None (blank) to keep forever."""
+    return parse_int(value, name=name, default=None, minimum=minimum, maximum=maximum)
 
 
 def policy_snapshot(policy: RetentionPolicy) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from django.utils import timezone
 from memoryadmin import roles
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import InvalidInput
+from memoryadmin.params import CURSOR_MAX, parse_choice, parse_date
 
 from sessions_app.threads.models import Block
 
@@ -43,24 +44,11 @@ OWNER_MAX = 150  # a username
 AGENT_MAX = 64  # an agent code
 PAGE_SIZE = 50
 PAGE_SIZE_MAX = 200
-BEFORE_MAX = 10**18 - 1
+BEFORE_MAX = CURSOR_MAX
 SNIPPET_RADIUS = 120
 ROLES = tuple(Block.Role.values)
 WORD_RE = re.compile(r"\w+", re.UNICODE)
-DAY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 FTS_TABLE = "sessions_app_block_fts"
-
-
-def _parse_day(value: Any, name: str) -> date | None:
-    """YYYY-MM-DD, or empty (a form's blank field) for none; fromisoformat alone would also take 20240131 or weeks."""
-    if not value:
-        return None
-    try:
-        if not isinstance(value, str) or not DAY_RE.fullmatch(value):
-            raise ValueError(value)
-        return date.fromisoformat(value)
-    except ValueError:
-        raise InvalidInput(f"{name} must be a date (YYYY-MM-DD).", fields={name: ["must be a date (YYYY-MM-DD)."]}) from None
 
 
 def _day_start(day: date) -> datetime:
@@ -91,15 +79,11 @@ class MessageQuery:
     def from_params(cls, params: Mapping[str, Any], *, agent_param: str = "agent") -> "MessageQuery":
         q = _text_param(params, "q", QUERY_MAX)
         # Exactly as the page's selects send them; empty is "any" (role) or "all" (archived).
-        role = params.get("role") or ""
-        if role and role not in ROLES:
-            raise InvalidInput(f"role must be one of {', '.join(ROLES)}.", fields={"role": [f"must be one of {', '.join(ROLES)}."]})
-        archived = params.get("archived") or "all"
-        if archived not in ("all", "false", "true"):
-            raise InvalidInput("archived must be all, false or true.", fields={"archived": ["must be all, false or true."]})
+        role = parse_choice(params.get("role") or None, "role", ROLES, "")
+        archived = parse_choice(params.get("archived") or None, "archived", ("all", "false", "true"), "all")
         # A range that ends before it starts is not an error: it matches nothing.
-        since = _parse_day(params.get("since"), "since")
-        until = _parse_day(params.get("until"), "until")
+        since = parse_date(params.get("since"), name="since")
+        until = parse_date(params.get("until"), name="until")
         owner = _text_param(params, "owner", OWNER_MAX)
         agent = _text_param(params, agent_param, AGENT_MAX)
         for name, value in (("q", q), ("owner", owner), (agent_param, agent)):
@@ -246,26 +230,6 @@ def snippet(content: str, words: list[str]) -> tuple[str, str, str]:
     before = ("…" if start > 0 else "") + content[start:best]
     after = content[best + length : end] + ("…" if end < len(content) else "")
     return before, content[best : best + length], after
-
-
-def parse_before(value: Any) -> int | None:
-    if value in (None, ""):
-        return None
-    if not isinstance(value, str) or not value.isdigit() or len(value) > 18:
-        raise InvalidInput("before must be a positive integer.", fields={"before": ["must be a positive integer."]})
-    return int(value)
-
-
-def parse_limit(value: Any) -> int:
-    if value in (None, ""):
-        return PAGE_SIZE
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = 0
-    if not 1 <= number <= PAGE_SIZE_MAX:
-        raise InvalidInput(f"limit must be from 1 to {PAGE_SIZE_MAX}.", fields={"limit": [f"must be from 1 to {PAGE_SIZE_MAX}."]})
-    return number
 
 
 def message_search(*, actor, query: MessageQuery, before: int | None = None, limit: int = PAGE_SIZE, request=None) -> SearchPage:

@@ -14,12 +14,14 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from memoryadmin import roles
+from memoryadmin import params, roles
 from memoryadmin.errors import Forbidden, InvalidInput
 
 from memoryadmin.operations import bulk, dashboard, erase, export, retention, search
 from sessions_app.threads import selectors
-from sessions_app.threads.views import WEB_RETENTION_SECONDS
+
+# An apply from the browser stops between batches after this long; cron finishes big backlogs.
+WEB_RETENTION_SECONDS = 20
 
 
 @require_GET
@@ -32,16 +34,15 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_required
 def message_search(request: HttpRequest) -> HttpResponse:
     query = search.MessageQuery.from_params(request.GET)
-    page = search.message_search(
-        actor=request.user, query=query, before=search.parse_before(request.GET.get("before")), request=request
-    )
-    params = query.as_params()
+    before = params.parse_cursor(request.GET.get("before"), name="before")
+    page = search.message_search(actor=request.user, query=query, before=before, request=request)
+    query_params = query.as_params()
     context = {
         "query": query,
         "page": page,
         "roles": search.ROLES,
         "agent_codes": selectors.thread_agent_codes(actor=request.user),
-        "older_url": f"?{urlencode({**params, 'before': page.older})}" if page.older else "",
+        "older_url": f"?{urlencode({**query_params, 'before': page.older})}" if page.older else "",
         "backend": search.search_backend(),
     }
     template = "operations/search.html"
@@ -132,7 +133,7 @@ def _retention_context(request: HttpRequest, **extra) -> dict:
 def retention_page(request: HttpRequest) -> HttpResponse:
     """Policies and the history of runs (operators read; admins edit, preview and apply)."""
     extra = {}
-    if request.GET.get("dry_run") == "1":
+    if params.parse_bool(request.GET.get("dry_run"), name="dry_run", default=False):
         extra["report"] = retention.retention_preview(actor=request.user)
     edit = request.GET.get("edit")
     context = _retention_context(request, **extra)
@@ -191,7 +192,10 @@ def user_erase(request: HttpRequest) -> HttpResponse:
             context["error"] = "Type the username again to confirm."
             return render(request, "operations/erase.html", context, status=400)
         context["receipt"] = erase.user_erase(
-            actor=request.user, username=username, revoke_access=request.POST.get("revoke_access") == "1", request=request
+            actor=request.user,
+            username=username,
+            revoke_access=params.parse_bool(request.POST.get("revoke_access"), name="revoke_access", default=False),
+            request=request,
         )
         context["receipt_json"] = json.dumps(context["receipt"], indent=2)
         return render(request, "operations/erase.html", context)

@@ -25,8 +25,8 @@ MAX_THREADS_PER_CALL = 1000
 def checkpoint_release(*, actor, thread_id: str, request=None) -> dict[str, Any]:
     """Admin: remove every checkpoint (all namespaces, with their writes) and return them.
 
-    Seed 000's release: the answer is the tag `{thread_id, checkpoints}` of what
-    was removed, newest first. The thread and its blocks stay.
+    The saver's release (docs/checkpoints.md, rule C5): the answer is the tag
+    `{thread_id, checkpoints}` of what was removed, newest first. The thread and its blocks stay.
     """
     thread = thread_get_for_admin(actor=actor, thread_id=thread_id, action="checkpoint.release", lock=True)
     released = [checkpoint_as_dict(row, thread=thread) for row in checkpoints_of(thread)]

@@ -9,7 +9,7 @@ from ..threads.models import Thread, ThreadScoped
 
 
 class Checkpoint(ThreadScoped):
-    """One checkpoint of a thread: a snapshot of a graph's state (seed 000's saver, DESIGN §4).
+    """One checkpoint of a thread: a snapshot of a graph's state (docs/checkpoints.md, rules C1-C5).
 
     History order is insertion order (the primary key): a pushed checkpoint is the
     newest, a checkpoint replaced in place keeps its row and so its position.

@@ -67,7 +67,7 @@ def write_as_dict(write: CheckpointWrite) -> dict[str, Any]:
 
 
 def checkpoint_as_dict(checkpoint: Checkpoint, *, thread: Thread | None = None) -> dict[str, Any]:
-    """A checkpoint as the API answers it (DESIGN §9); its writes attached by `attach_writes`."""
+    """A checkpoint as the API answers it (docs/checkpoints.md, "API guide"); its writes attached by `attach_writes`."""
     thread = thread or checkpoint.thread
     return {
         "thread_id": thread.thread_id,
@@ -116,6 +116,21 @@ def checkpoints_of(thread: Thread) -> list[Checkpoint]:
     return attach_writes(rows)
 
 # --- reads ---------------------------------------------------------------------------------------
+
+
+def checkpoint_steps(*, thread: Thread, limit: int) -> list[tuple[str, str, str]]:
+    """(checkpoint_ns, node_id, next_node_id) of a thread's newest `limit` checkpoints, newest first.
+
+    One query over every namespace, in insertion order (the order of the history).
+    The thread was already checked for reading by the caller: a thread drawn on
+    its graph (graphs_app) shows the path its checkpoints took.
+    """
+    return list(
+        Checkpoint.objects.filter(thread_id=thread.pk)
+        .order_by("-id")
+        .values_list("checkpoint_ns", "node_id", "next_node_id")[:limit]
+    )
+
 
 
 @dataclass

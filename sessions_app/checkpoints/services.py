@@ -2,7 +2,7 @@
 
 Two sets of rules meet here.
 
-The saver of seed 000 (DESIGN §4): a thread's checkpoints are a history, newest
+The saver (docs/checkpoints.md, rules C1-C5): a thread's checkpoints are a history, newest
 first; a put without an id pushes a new checkpoint; a put with an id replaces
 that checkpoint in place (its position kept), and an id that does not exist is
 a 404 with nothing written; release removes every checkpoint of the thread and
@@ -13,7 +13,8 @@ parent ids, pending writes idempotent per (task_id, idx) with the special
 channels (error, interrupt, ...) upserted, delete_thread across namespaces,
 copy_thread, prune, delete_for_runs.
 
-Ownership (DESIGN §8): only a thread's owner writes checkpoints into it;
+Ownership (docs/checkpoints.md, "Ownership"; docs/architecture.md, rules A1-A3): only a
+thread's owner writes checkpoints into it;
 operators write nothing; admins may release, prune or delete another user's
 checkpoints but never write content into them.
 """
@@ -249,8 +250,8 @@ def _fields(thread: Thread, data: CheckpointInput) -> dict[str, Any]:
 def checkpoint_put(*, actor, thread_id: str, data: CheckpointInput, checkpoint_id: Any = None) -> PutResult:
     """Push a checkpoint, or upsert it by id (POST /threads/{id}/checkpoints).
 
-    Seed 000's put: without an id a new checkpoint is pushed and becomes the
-    latest (the server makes its id). With an id, LangGraph's put: a new id is
+    The saver's put (docs/checkpoints.md, rule C2): without an id a new checkpoint is
+    pushed and becomes the latest (the server makes its id). With an id, LangGraph's put: a new id is
     pushed, an existing one is replaced in place (a retried put is idempotent).
     The thread is created for the caller on its first checkpoint; another
     user's thread is a 403 with nothing written.
@@ -280,7 +281,8 @@ def checkpoint_replace(
 ) -> PutResult:
     """Replace a checkpoint in place (PUT /threads/{id}/checkpoints/{checkpoint_id}).
 
-    Seed 000's put with an id: the checkpoint keeps its position in the history;
+    The saver's put with an id (docs/checkpoints.md, rule C3): the checkpoint keeps its
+    position in the history;
     an id (or thread) that does not exist is a 404 and nothing is written. With
     `if_match` (an HTTP If-Match value) the replacement happens only if the
     checkpoint still has that ETag (`*`: if it exists), else a 412 and nothing is

@@ -28,7 +28,7 @@ class ThreadQuerySet(models.QuerySet):
 
 
 class Thread(models.Model):
-    """One agent session (seed table ac_agent_session)."""
+    """One agent session: its owner, agent, counters and extra_state (docs/architecture.md, "The conversation store")."""
 
     thread_id = models.CharField(max_length=64, unique=True)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="threads")
@@ -37,7 +37,7 @@ class Thread(models.Model):
     extra_state = models.JSONField(null=True, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     # Highest seq ever given in this thread, archived rows included: new blocks
-    # continue from here, so a seq is never reused (the seed's V2.7 bug).
+    # continue from here, so a seq is never reused (docs/architecture.md, rule S6).
     last_seq = models.BigIntegerField(default=0)
     # Number of rewrites (compactions or in-place edits); blocks remember which one archived them.
     rewrite_count = models.IntegerField(default=0)
@@ -101,7 +101,7 @@ def thread_rows_delete(thread: Thread) -> None:
 
 
 class Block(ThreadScoped):
-    """One message of a thread (seed table ac_agent_block)."""
+    """One message of a thread, active or archived by a rewrite (docs/architecture.md, rules S4-S6)."""
 
     class Role(models.TextChoices):
         USER = "user"

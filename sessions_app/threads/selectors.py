@@ -13,6 +13,7 @@ from django.db.models import Q, QuerySet
 from memoryadmin import roles
 from memoryadmin.audit import audit_foreign_read
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
+from memoryadmin.params import parse_choice
 
 from .models import THREAD_ID_RE, Block, Thread
 
@@ -161,10 +162,9 @@ def thread_agent_state(*, actor, thread_id: str) -> AgentState:
 
 
 def parse_archived(value: str | None) -> ArchivedFilter:
-    value = (value or "false").lower()
-    if value not in ("false", "true", "all"):
-        raise InvalidInput("archived must be false, true or all.", fields={"archived": ["must be false, true or all."]})
-    return value  # type: ignore[return-value]
+    """The `archived` query parameter of the messages listing, in any case; "false" when blank."""
+    value = value.lower() if isinstance(value, str) else value
+    return parse_choice(value or None, "archived", ("false", "true", "all"), "false")  # type: ignore[return-value]
 
 
 def thread_blocks(*, thread: Thread, archived: ArchivedFilter = "false", listed_roles_only: bool = False) -> QuerySet[Block]:

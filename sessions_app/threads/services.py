@@ -1,10 +1,12 @@
 """Writes to threads and blocks. Every rule of the conversation store lives here.
 
-The rules come from the two-table store of seed 001 (DESIGN §3), with its two
-production bugs fixed: compaction is detected by the context no longer extending
-what is stored (count shrink *or* a hash-chain mismatch, not a summary field),
-and new seq numbers continue from the highest seq ever given, archived rows
-included, so a second compaction never collides on the unique key.
+The rules are docs/architecture.md, rules S1-S9 (a thread row, and a block per
+message). Two of them avoid the production bugs of the store this one is modelled
+on: a compaction is detected by the context no longer extending what is stored
+(count shrink *or* a hash-chain mismatch), never by a summary field, which goes
+unnoticed when the compaction leaves it empty (S5); and new seq numbers continue from
+the highest seq ever given, archived rows included, since a rewrite restarting seq at
+1 collides with the archived rows on the unique key at the second compaction (S6).
 """
 
 from __future__ import annotations
@@ -164,8 +166,8 @@ def thread_save_agent_state(
 ) -> SaveResult:
     """Save an agent's state: context blocks appended or rewritten, extra_state overwritten.
 
-    DESIGN §3: one transaction with the thread row locked; 403 on another
-    owner's thread with nothing written; rewrite when the context is shorter
+    docs/architecture.md, rules S1-S9: one transaction with the thread row locked; 403
+    on another owner's thread with nothing written; rewrite when the context is shorter
     than the active blocks or its stored prefix changed (hash chain); append
     the tail otherwise; no-op when equal; seq continues from max(seq)
     including archived rows. With `if_match` (an HTTP If-Match value) the save
@@ -217,7 +219,15 @@ def thread_save_agent_state(
 # lock), so nothing is inserted and the save goes through the locked path below.
 # Everything else (a new thread, another owner, a rewrite, a no-op, an If-Match
 # that does not match) also goes through the locked path, which holds every rule.
-_HEAD_SQL = """
+#
+# The statements are public (HEAD_SQL, APPEND_SQL, APPEND_ROW; rendered with the table
+# names by `thread_head_sql` and `thread_append_sql`) so that a measurement of the save
+# (bench/run.py) sends exactly what a save sends. HEAD_SQL takes (agent_code,
+# thread_id) and returns the thread row's guarded columns with the chain head;
+# APPEND_SQL takes the thread's new values, the values read (the guard), then one
+# APPEND_ROW per new block: (seq, position, role, content, message JSON, block_type,
+# chain_hash). It inserts nothing when the guard no longer holds.
+HEAD_SQL = """
 SELECT t.id, t.owner_id, t.agent_code, t.last_seq, t.rewrite_count, t.active_count, t.updated_at,
        t.title = '', h.position, h.chain_hash
   FROM {thread} t
@@ -228,7 +238,7 @@ SELECT t.id, t.owner_id, t.agent_code, t.last_seq, t.rewrite_count, t.active_cou
  WHERE t.thread_id = %s
 """
 
-_APPEND_SQL = """
+APPEND_SQL = """
 WITH moved AS (
     UPDATE {thread}
        SET last_seq = %s, active_count = active_count + %s, agent_code = %s, updated_at = %s,
@@ -242,16 +252,34 @@ SELECT moved.id, %s, v.seq, v.position, v.role, v.content, v.message::jsonb, v.b
        v.chain_hash, %s
   FROM moved CROSS JOIN (VALUES {rows}) AS v(seq, position, role, content, message, block_type, chain_hash)
 """
-_APPEND_ROW = "(%s::bigint, %s::integer, %s, %s, %s, %s, %s)"
+APPEND_ROW = "(%s::bigint, %s::integer, %s, %s, %s, %s, %s)"
+
+
+def thread_head_sql() -> str:
+    """HEAD_SQL with this database's table names: the read of the one-statement append."""
+    return HEAD_SQL.format(thread=Thread._meta.db_table, block=Block._meta.db_table)
+
+
+def thread_append_sql(*, rows: int, with_extra_state: bool = False) -> str:
+    """APPEND_SQL for `rows` new blocks with this database's table names: the one-statement append.
+
+    With `with_extra_state` the statement also overwrites extra_state (one more
+    parameter, after the title's).
+    """
+    return APPEND_SQL.format(
+        thread=Thread._meta.db_table,
+        block=Block._meta.db_table,
+        extra_state=", extra_state = %s::jsonb" if with_extra_state else "",
+        rows=", ".join([APPEND_ROW] * rows),
+    )
 
 
 def _append_in_one_statement(
     *, actor, thread_id, agent_code, context, extra_state, extra_state_given, if_match
 ) -> SaveResult | None:
     """The save as an append in one conditional statement, or None for the locked path."""
-    tables = {"thread": Thread._meta.db_table, "block": Block._meta.db_table}
     with connection.cursor() as cursor:
-        cursor.execute(_HEAD_SQL.format(**tables), [agent_code, thread_id])
+        cursor.execute(thread_head_sql(), [agent_code, thread_id])
         row = cursor.fetchone()
     if row is None:
         return None
@@ -284,9 +312,7 @@ def _append_in_one_statement(
 
     now = timezone.now()
     params: list[Any] = [last_seq + total - stored, total - stored, agent_code, now, _title_from(parsed) if untitled else ""]
-    extra_sql = ""
     if extra_state_given:
-        extra_sql = ", extra_state = %s::jsonb"
         params.append(state)
     params += [pk, actor.pk, last_seq, rewrite_count, active_count, updated_at, agent_code, now]
     for offset, item in enumerate(parsed):
@@ -294,7 +320,7 @@ def _append_in_one_statement(
             last_seq + 1 + offset, stored + offset, item.role, item.content, messages[offset],
             item.block_type, digests[offset],
         ]
-    sql = _APPEND_SQL.format(extra_state=extra_sql, rows=", ".join([_APPEND_ROW] * len(parsed)), **tables)
+    sql = thread_append_sql(rows=len(parsed), with_extra_state=extra_state_given)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         inserted = cursor.rowcount

@@ -16,23 +16,13 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from memoryadmin import roles
-from memoryadmin.errors import InvalidInput
+from memoryadmin import params, roles
 
 from sessions_app.threads import selectors, services
 
 PAGE_SIZE = 50
 BLOCK_PAGE_SIZE = 200
 TABS = ("active", "archived", "state")
-# An apply from the browser stops between batches after this long; cron finishes big backlogs.
-WEB_RETENTION_SECONDS = 20
-
-
-def _int_param(request: HttpRequest, name: str, default: int = 0) -> int:
-    try:
-        return max(0, int(request.GET.get(name, default)))
-    except (TypeError, ValueError):
-        return default
 
 
 @require_GET
@@ -41,7 +31,7 @@ def thread_list(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").strip()[:200]
     agent_code = request.GET.get("agent", "").strip()[:64]
     owner = request.GET.get("owner", "").strip()[:150]
-    page = _int_param(request, "page", 1) or 1
+    page = params.parse_page(request.GET.get("page"))
     threads = selectors.thread_list(actor=request.user, q=q, agent_code=agent_code, owner=owner)
     # Fetch one row more than shown to know whether a next page exists, without a COUNT.
     offset = (page - 1) * PAGE_SIZE
@@ -62,19 +52,6 @@ def thread_list(request: HttpRequest) -> HttpResponse:
 
 
 ORDERS = ("newest", "oldest")
-SEQ_MAX = 2**63 - 1
-
-
-def _seq_param(request: HttpRequest, name: str) -> int | None:
-    """A seq cursor from the query string: None when absent, else a non-negative integer (400 otherwise)."""
-    value = request.GET.get(name)
-    if value in (None, ""):
-        return None
-    if not value.isdigit() or int(value) > SEQ_MAX:
-        raise InvalidInput(f"{name} must be a block seq (a non-negative integer).", fields={name: ["must be a non-negative integer."]})
-    return int(value)
-
-
 def _jump_target(request: HttpRequest, thread, archived: str) -> tuple[int | None, str]:
     """Where "Jump to" lands: `#9000` / `9000` is a seq, anything else a date or time; and an error to show."""
     text = request.GET.get("jump", "").strip()
@@ -82,7 +59,7 @@ def _jump_target(request: HttpRequest, thread, archived: str) -> tuple[int | Non
         return None, ""
     digits = text.lstrip("#")
     if digits.isdigit():
-        return min(int(digits), SEQ_MAX), ""
+        return min(int(digits), params.CURSOR_MAX), ""
     try:
         moment = parse_datetime(text)
         if moment is None and (day := parse_date(text)) is not None:
@@ -102,12 +79,8 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     """A thread's page. Long threads are read in windows of blocks by seq, newest first by
     default; `around`/`jump` open the window around one block, `before`/`after` page it."""
     thread = selectors.thread_get_for_read(actor=request.user, thread_id=thread_id)
-    tab = request.GET.get("tab", "active")
-    if tab not in TABS:
-        tab = "active"
-    order = request.GET.get("order", "newest")
-    if order not in ORDERS:
-        order = "newest"
+    tab = params.parse_choice(request.GET.get("tab") or None, "tab", TABS, "active")
+    order = params.parse_choice(request.GET.get("order") or None, "order", ORDERS, "newest")
     context = {
         "thread": thread,
         "tab": tab,
@@ -126,8 +99,9 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         archived = "true" if tab == "archived" else "false"
         around, jump_error = _jump_target(request, thread, archived)
         if around is None:
-            around = _seq_param(request, "around")
-        before, after = _seq_param(request, "before"), _seq_param(request, "after")
+            around = params.parse_cursor(request.GET.get("around") or None, name="around")
+        before = params.parse_cursor(request.GET.get("before") or None, name="before")
+        after = params.parse_cursor(request.GET.get("after") or None, name="after")
         window = selectors.thread_block_window(
             thread=thread, archived=archived, order=order, before=before, after=after, around=around, size=BLOCK_PAGE_SIZE
         )
@@ -169,8 +143,3 @@ def thread_delete(request: HttpRequest, thread_id: str) -> HttpResponse:
     messages.success(request, f"Thread {thread_id} deleted.")
     url = reverse("thread-list")
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-
-
-# --- operations: home, search, export, bulk actions, retention, erase ------------------------------
-
-

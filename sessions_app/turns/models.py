@@ -22,8 +22,8 @@ class Turn(ThreadScoped):
 
     A thread has at most one pending turn (its answer still streaming in as
     TurnChunk rows) and a sliding window of finished turns, oldest dropped first
-    (seed 000's MultiTurnContextManager, kept in the database so that every server
-    process sees the same state).
+    (docs/turns.md, rules T1-T5: a multi-turn context manager kept in the database so
+    that every server process sees the same state).
     """
 
     class Status(models.TextChoices):

@@ -1,7 +1,8 @@
 """Turns: a thread's business-layer dialogue, question by question (docs/turns.md).
 
-The rules come from seed 000's multi-turn context manager, with its state moved
-from process memory into the database so that every server process shares it:
+The rules are docs/turns.md, rules T1-T6: a multi-turn context manager, with its
+state in the database instead of process memory so that every server process
+shares it:
 
 - begin: a blank question is ignored (nothing written); otherwise it opens the
   thread's one pending turn, replacing a pending turn left over.
@@ -16,12 +17,11 @@ from process memory into the database so that every server process shares it:
   human feedback, a new answer replaces it).
 
 Writes are the owner's only (not another member's, nor an operator's, nor an
-admin's: DESIGN §8); reads follow the thread's read rules.
+admin's: docs/turns.md, rule T6); reads follow the thread's read rules.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,24 +47,14 @@ PENDING_MAX_CHUNKS = 100_000
 ELLIPSIS = "…"
 
 
-def _setting(name: str, default: int) -> int:
-    """A positive integer from Django settings, else the environment, else the default."""
-    value = getattr(settings, name, None)
-    if value is None:
-        value = os.environ.get(name, "") or default
-    try:
-        value = int(value)
-    except (TypeError, ValueError):
-        return default
-    return value if value > 0 else default
-
-
 def turn_window() -> int:
-    return _setting("MEMORYADMIN_TURN_WINDOW", 10)
+    """Finished turns a thread keeps (settings.MEMORYADMIN_TURN_WINDOW, at least 1)."""
+    return settings.MEMORYADMIN_TURN_WINDOW
 
 
 def turn_max_answer_chars() -> int:
-    return _setting("MEMORYADMIN_TURN_MAX_ANSWER_CHARS", 4000)
+    """The longest answer kept, in characters (settings.MEMORYADMIN_TURN_MAX_ANSWER_CHARS)."""
+    return settings.MEMORYADMIN_TURN_MAX_ANSWER_CHARS
 
 
 def _text(value: Any, *, field_name: str, max_chars: int) -> str:
@@ -81,7 +71,7 @@ def _text(value: Any, *, field_name: str, max_chars: int) -> str:
 
 
 def cut_answer(answer: str, max_chars: int) -> str:
-    """The answer cut to max_chars, the last kept character an ellipsis when cut (seed: abbreviate)."""
+    """The answer cut to max_chars, the last kept character an ellipsis when cut (docs/turns.md, rule T3)."""
     if len(answer) <= max_chars:
         return answer
     return answer[: max_chars - 1] + ELLIPSIS
@@ -121,8 +111,8 @@ def _pending(thread: Thread, *, lock: bool = False) -> Turn | None:
 def turn_begin(*, actor, thread_id: str, question: Any) -> Turn | None:
     """Open the thread's pending turn with this question; None when the question is blank.
 
-    Seed 000: a blank question is ignored, and a new question replaces a pending
-    turn that was never finished (its chunks go with it).
+    docs/turns.md, rule T1: a blank question is ignored, and a new question replaces a
+    pending turn that was never finished (its chunks go with it).
     """
     question = _text(question, field_name="question", max_chars=QUESTION_MAX_CHARS)
     if not question.strip():
@@ -161,8 +151,8 @@ def turn_append_chunk(*, actor, thread_id: str, text: Any) -> ChunkResult:
     UPDATE): two processes appending at once wait for each other, so indexes are
     dense and follow the order of arrival. The thread row is not locked, so a
     stream does not hold up other writes to the thread. An empty chunk is ignored;
-    a whitespace chunk is kept (streamed tokens are often a lone space, which the
-    seed's blank check would have dropped).
+    a whitespace chunk is kept (streamed tokens are often a lone space, which a
+    blank check would drop: docs/turns.md, rule T2).
     """
     text = _text(text, field_name="text", max_chars=CHUNK_MAX_CHARS)
     thread_id_validate(thread_id)
@@ -196,8 +186,8 @@ class FinishResult:
 def turn_finish(*, actor, thread_id: str) -> FinishResult:
     """Close the pending turn: it joins the finished turns, or is dropped when its answer is blank.
 
-    Seed 000: the answer is the chunks joined and trimmed, cut to the configured
-    maximum; the window keeps the last N finished turns (oldest evicted first).
+    docs/turns.md, rule T3: the answer is the chunks joined and trimmed, cut to the
+    configured maximum; the window keeps the last N finished turns (oldest evicted first).
     409 when no turn is pending.
     """
     thread = _thread_for_write(actor=actor, thread_id=thread_id, action="turn.finish")
@@ -226,7 +216,7 @@ def turn_finish(*, actor, thread_id: str) -> FinishResult:
 
 @transaction.atomic
 def turn_discard(*, actor, thread_id: str) -> bool:
-    """Drop the pending turn (a run stopped); False when there was none (seed 000: a no-op)."""
+    """Drop the pending turn (a run stopped); False when there was none, a no-op (docs/turns.md, rule T4)."""
     thread = _thread_for_write(actor=actor, thread_id=thread_id, action="turn.discard")
     return turns_delete(Turn.objects.filter(thread=thread, status=Turn.Status.PENDING)) > 0
 
@@ -235,8 +225,8 @@ def turn_discard(*, actor, thread_id: str) -> bool:
 def turn_restart(*, actor, thread_id: str) -> Turn | None:
     """Reopen the last finished turn as pending, with its question and no answer.
 
-    Seed 000 (after human feedback): the last saved turn is removed from the
-    finished ones and its question asked again; a pending turn left over is
+    docs/turns.md, rule T5 (after human feedback): the last saved turn is removed from
+    the finished ones and its question asked again; a pending turn left over is
     replaced. None (nothing written) when there is no finished turn.
     """
     thread = _thread_for_write(actor=actor, thread_id=thread_id, action="turn.restart")
@@ -332,7 +322,7 @@ def _preview_min_score(value: Any) -> float:
 def context_preview(
     *, actor, thread_id: str, budget: Any, namespace: Any = None, query: Any = None, min_score: Any = None
 ) -> dict[str, Any]:
-    """Exactly the messages a model would receive for this thread (seed 003), with token counts.
+    """Exactly the messages a model would receive for this thread, with token counts (docs/turns.md).
 
     The memory comes from the store search the actor may make (best `score`
     first, PREVIEW_MEMORY_LIMIT items), the history from the thread's active

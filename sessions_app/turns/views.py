@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -18,6 +17,7 @@ from django.shortcuts import render
 from django.utils.html import escape
 from django.views.decorators.http import require_GET
 
+from memoryadmin import params
 from memoryadmin.errors import InvalidInput
 from memoryadmin_client.context import DEFAULT_MIN_SCORE
 
@@ -25,17 +25,6 @@ from sessions_app.threads import selectors
 from sessions_app.turns import services as turns
 from sessions_app.threads.models import Thread
 from sessions_app.turns.models import Turn
-
-
-def _form_number(text: str) -> Any:
-    """A number typed into a form field; anything else stays text, for the service to refuse by name."""
-    text = text.strip()
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
 
 
 @require_GET
@@ -53,9 +42,11 @@ def context_preview_page(request: HttpRequest, thread_id: str) -> HttpResponse:
     if form["budget"]:
         try:
             preview = turns.context_preview(
-                actor=request.user, thread_id=thread.thread_id, budget=_form_number(form["budget"]),
+                actor=request.user, thread_id=thread.thread_id,
+                budget=params.parse_int(form["budget"], name="budget", minimum=1, maximum=turns.PREVIEW_BUDGET_MAX),
                 namespace=form["namespace"].strip() or None,
-                query=form["query"] or None, min_score=_form_number(form["min_score"]) if form["min_score"] else None,
+                query=form["query"] or None,
+                min_score=params.parse_number(form["min_score"], name="min_score", minimum=0, maximum=1),
             )
         except InvalidInput as exc:
             # The form shows the error beside its field instead of an error page.
@@ -66,11 +57,6 @@ def context_preview_page(request: HttpRequest, thread_id: str) -> HttpResponse:
     if request.htmx:
         template += "#preview-result"
     return render(request, template, context, status=status)
-
-
-def _seconds(name: str, default: float) -> float:
-    value = getattr(settings, name, default)
-    return float(value) if isinstance(value, (int, float)) and value >= 0 else default
 
 
 @require_GET
@@ -141,9 +127,9 @@ def turns_stream(request: HttpRequest, thread_id: str) -> StreamingHttpResponse:
     thread = selectors.thread_get_for_read(actor=request.user, thread_id=thread_id)
     events = turn_events(
         thread_pk=thread.pk,
-        poll=_seconds("MEMORYADMIN_TURN_SSE_POLL_SECONDS", 0.5),
-        heartbeat=_seconds("MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS", 15.0),
-        max_seconds=_seconds("MEMORYADMIN_TURN_SSE_MAX_SECONDS", 300.0),
+        poll=settings.MEMORYADMIN_TURN_SSE_POLL_SECONDS,
+        heartbeat=settings.MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS,
+        max_seconds=settings.MEMORYADMIN_TURN_SSE_MAX_SECONDS,
     )
     response = StreamingHttpResponse(events, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"

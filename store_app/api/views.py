@@ -1,4 +1,4 @@
-"""Store endpoints: the LangGraph server's store API (DESIGN §9), so `langgraph-sdk` works unchanged.
+"""Store endpoints: the LangGraph server's store API (docs/store.md, "API guide"), so `langgraph-sdk` works unchanged.
 
 Thin: parameters go to selectors and services as given; they validate and
 decide. A missing item is `200 null`, as the LangGraph server answers.
@@ -18,14 +18,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memoryadmin.errors import InvalidInput
+from memoryadmin.params import parse_bool
 
 from .. import selectors, services
 from ..models import StoreItem
 from ..namespaces import namespace_from_path
 from . import serializers as s
-
-_TRUE = {"true", "1", "yes"}
-_FALSE = {"false", "0", "no"}
 
 
 def _body(request: Request) -> dict[str, Any]:
@@ -39,16 +37,6 @@ def _required(data, name: str) -> Any:
     if name not in data:
         raise InvalidInput(f"{name} is required.", fields={name: ["is required."]})
     return data[name]
-
-
-def _flag(value: Any, *, field: str, default: bool) -> bool:
-    if value is None or value == "":
-        return default
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
-        return value.lower() in _TRUE
-    raise InvalidInput(f"{field} must be true or false.", fields={field: ["must be true or false."]})
 
 
 class DeleteWithBodySchema(AutoSchema):
@@ -101,7 +89,7 @@ class StoreItemsView(APIView):
     def get(self, request: Request) -> Response | JsonResponse:
         params = request.query_params
         namespace = namespace_from_path(_required(params, "namespace"))
-        refresh = _flag(params.get("refresh_ttl"), field="refresh_ttl", default=True)
+        refresh = parse_bool(params.get("refresh_ttl"), name="refresh_ttl", default=True)
         item = selectors.store_item_get_for_read(actor=request.user, namespace=list(namespace), key=_required(params, "key"))
         if item is None:
             return JsonResponse(None, safe=False)
@@ -150,7 +138,7 @@ class StoreSearchView(APIView):
             limit=data.get("limit", 10),
             offset=data.get("offset", 0),
         )
-        refresh = _flag(data.get("refresh_ttl"), field="refresh_ttl", default=True)
+        refresh = parse_bool(data.get("refresh_ttl"), name="refresh_ttl", default=True)
         items = selectors.store_item_search(actor=request.user, request=search)
         if refresh:
             services.store_ttl_refresh(actor=request.user, items=items)

@@ -1,4 +1,4 @@
-"""The graph compiler (graphs_app/compiler.py): pure Python, so no database and no Django."""
+"""The graph compiler (graphs_app/compiler/): pure Python, so no database and no Django."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def cond(source: str, parallel: bool = False, condition: str = "route", **target
 
 
 def seed_example(**extra: Any) -> dict[str, Any]:
-    """Seed 004's example: A→B→C where B holds D→E, D→F, E→G, F→G."""
+    """The subgraph example of docs/graphs.md: A→B→C where B holds D→E, D→F, E→G, F→G."""
     b = graph("__start__>D", "D>E", "D>F", "E>G", "F>G", "G>__end__")
     return graph(
         "__start__>A", "A>B", "B>C", "C>__end__", nodes=["A", {"id": "B", "subgraph": b}, "C"], **extra

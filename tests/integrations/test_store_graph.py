@@ -1,6 +1,6 @@
 """`MemoryAdminStore` as the long-term store of a real LangGraph graph, against a live server.
 
-The graph is the seed 003 pattern: one node remembers a stable preference,
+The graph is a long-term memory pattern: one node remembers a stable preference,
 the next recalls preferences by text search and by key, all through
 `graph.compile(store=MemoryAdminStore(...))`.
 """

@@ -1,4 +1,4 @@
-"""The official `langgraph-sdk` store client against a live memoryadmin (DESIGN §9).
+"""The official `langgraph-sdk` store client against a live memoryadmin (docs/store.md, "API guide").
 
 The client sends the key as `x-api-key`, the namespace of a get as a dotted
 query parameter, a delete as a JSON body, and expects `null` for a missing item.

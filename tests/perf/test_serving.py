@@ -16,7 +16,7 @@ from django.test import override_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# What docs/scaling.md ("Serving") asks of a production environment.
+# What docs/scaling.md ("Serving on one machine") asks of a production environment.
 PRODUCTION_ENV = {
     "DJANGO_DEBUG": "0",
     "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),

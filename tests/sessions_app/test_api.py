@@ -1,4 +1,4 @@
-"""The thread endpoints of DESIGN §9 over HTTP."""
+"""The thread endpoints of docs/api.md over HTTP."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The checkpoint endpoints (DESIGN §9 "Checkpoints"): shapes, errors, constant query counts."""
+"""The checkpoint endpoints (docs/checkpoints.md, "API guide"): shapes, errors, constant query counts."""
 
 from __future__ import annotations
 

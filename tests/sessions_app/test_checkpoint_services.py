@@ -1,4 +1,4 @@
-"""Checkpoint services: the saver's rules (seed 000) and LangGraph's on top."""
+"""Checkpoint services: the saver's rules (docs/checkpoints.md, C1-C5) and LangGraph's on top."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def write(actor, checkpoint_id, writes, task_id="task-1", thread_id="t1", ns="")
     )
 
 
-# --- the saver of seed 000 -------------------------------------------------------------------
+# --- the saver (rules C1-C5) -------------------------------------------------------------------
 
 
 def test_a_put_without_id_pushes_a_new_latest_checkpoint_and_creates_the_thread(alice):

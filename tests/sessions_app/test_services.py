@@ -1,4 +1,4 @@
-"""The conversation-store rules of DESIGN §3, at the service layer."""
+"""The conversation-store rules (docs/architecture.md, S1-S9), at the service layer."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_a_retried_identical_save_writes_nothing(alice, django_assert_max_num_qu
 
 
 def test_a_second_and_third_compaction_never_collide_on_the_unique_key(alice):
-    """The seed's V2.7 bug: restarting seq at 1 collides with archived rows on the second compaction."""
+    """Rule S6: a rewrite restarting seq at 1 would collide with archived rows on the second compaction."""
     save(alice, turns(6))
     summary = {"role": "system", "name": "__compaction_summary__", "content": "summary 1"}
     first = save(alice, [summary, *turns(6)[-2:]])
@@ -77,7 +77,7 @@ def test_a_second_and_third_compaction_never_collide_on_the_unique_key(alice):
 
 
 def test_a_compaction_with_an_empty_summary_field_is_detected(alice):
-    """The seed's V2.24 bug: harness compaction leaves `summary` empty, so a summary-based check never fires."""
+    """Rule S5: a compaction that leaves `summary` empty is still a rewrite (a summary-based check never fires)."""
     save(alice, turns(8), extra_state={"summary": ""}, extra_state_given=True)
     compacted = [{"role": "user", "name": "__compaction_summary__", "content": "what happened"}, *turns(8)[-2:]]
     result = save(alice, compacted, extra_state={"summary": ""}, extra_state_given=True)

@@ -1,4 +1,4 @@
-"""The store endpoints in the LangGraph server's shapes (DESIGN §9)."""
+"""The store endpoints in the LangGraph server's shapes (docs/store.md, "API guide")."""
 
 from __future__ import annotations
 

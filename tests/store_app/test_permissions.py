@@ -1,4 +1,4 @@
-"""Ownership on every store endpoint and page (DESIGN §8).
+"""Ownership on every store endpoint and page (docs/store.md, rule ST3).
 
 An item belongs to its first writer. Another member: 403 and nothing written.
 Operators read everything and write nothing. Admins read everything, delete

@@ -1,4 +1,4 @@
-"""The store's rules, on the services and selectors directly (DESIGN §5)."""
+"""The store's rules, on the services and selectors directly (docs/store.md, rules ST1-ST9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The turn endpoints: seed 000's turn manager over HTTP, state in the database."""
+"""The turn endpoints: the turn rules of docs/turns.md over HTTP, state in the database."""
 
 from __future__ import annotations
 

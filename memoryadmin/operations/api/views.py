@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memoryadmin.errors import InvalidInput
+from memoryadmin.params import parse_cursor, parse_limit
 
 from memoryadmin.operations import export, search
 
@@ -90,10 +91,9 @@ class MessageSearchView(APIView):
         if "q" not in params:
             raise InvalidInput("q is required.", fields={"q": ["is required."]})
         query = search.MessageQuery.from_params(params, agent_param="agent_code")
-        limit = search.parse_limit(params.get("limit"))
-        page = search.message_search(
-            actor=request.user, query=query, before=search.parse_before(params.get("before")), limit=limit, request=request
-        )
+        limit = parse_limit(params.get("limit"), default=search.PAGE_SIZE, maximum=search.PAGE_SIZE_MAX)
+        before = parse_cursor(params.get("before"), name="before")
+        page = search.message_search(actor=request.user, query=query, before=before, limit=limit, request=request)
         next_url = None
         if page.older is not None:
             args = {**query.as_params(), "before": page.older, "limit": limit}

@@ -1,4 +1,4 @@
-"""Checkpoint endpoints (DESIGN §9 "Checkpoints") and LangGraph's thread reads.
+"""Checkpoint endpoints (docs/checkpoints.md, "API guide") and LangGraph's thread reads.
 
 Thin: `checkpoint_services` writes, `checkpoint_selectors` reads; both decide ownership.
 """

@@ -1,4 +1,4 @@
-"""Thread and conversation-state endpoints (DESIGN §9). Thin: services and selectors do the work."""
+"""Thread and conversation-state endpoints (docs/api.md). Thin: services and selectors do the work."""
 
 from __future__ import annotations
 

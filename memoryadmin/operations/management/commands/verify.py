@@ -11,8 +11,8 @@ import json
 from django.core.management.base import BaseCommand
 from django.db.models import Exists, OuterRef, Subquery
 
-from sessions_app.threads.messages import ContextHasher
 from sessions_app.models import Block, Checkpoint, CheckpointWrite, Thread
+from sessions_app.threads.messages import ContextHasher
 
 
 class Command(BaseCommand):
