@@ -6,7 +6,9 @@ Every variable is documented in `.env.example`. Django's own settings take a
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -58,6 +60,16 @@ def env_int(name: str, default: int) -> int:
         return int(raw)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}") from exc
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a number, not {raw!r}") from exc
 
 
 def env_list(name: str, default: str = "") -> list[str]:
@@ -259,6 +271,39 @@ MEMORYADMIN_MAX_BODY_BYTES = env_int("MEMORYADMIN_MAX_BODY_BYTES", 16 * 1024 * 1
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYADMIN_MAX_BODY_BYTES
 # Longest context accepted in one agent-state save.
 MEMORYADMIN_MAX_CONTEXT_MESSAGES = env_int("MEMORYADMIN_MAX_CONTEXT_MESSAGES", 100_000)
+
+# The live turn stream (server-sent events, docs/turns.md): how often it reads the
+# database, how often it writes a heartbeat comment, its longest life.
+MEMORYADMIN_TURN_SSE_POLL_SECONDS = env_float("MEMORYADMIN_TURN_SSE_POLL_SECONDS", 0.5)
+# A departed client is noticed at a write: the first one after it left still succeeds
+# (the kernel sends it and the client answers with a reset), the next fails. So the
+# worker thread is free again within two heartbeats.
+MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS = env_float("MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS", 2.0)
+MEMORYADMIN_TURN_SSE_MAX_SECONDS = env_float("MEMORYADMIN_TURN_SSE_MAX_SECONDS", 300.0)
+# An open stream holds a lease row, renewed at every heartbeat; one not renewed for
+# this long belongs to a killed worker and no longer counts.
+MEMORYADMIN_TURN_SSE_LEASE_SECONDS = env_float("MEMORYADMIN_TURN_SSE_LEASE_SECONDS", 10.0)
+if MEMORYADMIN_TURN_SSE_LEASE_SECONDS <= 2 * MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS:
+    raise ImproperlyConfigured(
+        "MEMORYADMIN_TURN_SSE_LEASE_SECONDS must exceed two heartbeats (MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS), "
+        "or the leases of open streams would expire between their renewals."
+    )
+# Open streams, each holding a worker thread until it ends. The defaults come from the
+# variables gunicorn.conf.py sizes the server with (same defaults): every worker process
+# keeps at least half of its threads for other requests, so a process holds at most
+# threads // 2 streams and the server workers x (threads // 2). docs/turns.md ("Limits").
+_GUNICORN_WORKERS = env_int("GUNICORN_WORKERS", multiprocessing.cpu_count() * 2 + 1)
+_GUNICORN_THREADS = env_int("GUNICORN_THREADS", 2)
+MEMORYADMIN_TURN_STREAMS_PER_USER = env_int("MEMORYADMIN_TURN_STREAMS_PER_USER", 3)
+MEMORYADMIN_TURN_STREAMS_PER_PROCESS = env_int("MEMORYADMIN_TURN_STREAMS_PER_PROCESS", _GUNICORN_THREADS // 2)
+MEMORYADMIN_TURN_STREAMS_PER_SERVER = env_int(
+    "MEMORYADMIN_TURN_STREAMS_PER_SERVER", _GUNICORN_WORKERS * MEMORYADMIN_TURN_STREAMS_PER_PROCESS
+)
+for _name in ("MEMORYADMIN_TURN_STREAMS_PER_USER", "MEMORYADMIN_TURN_STREAMS_PER_PROCESS", "MEMORYADMIN_TURN_STREAMS_PER_SERVER"):
+    if globals()[_name] < 0:
+        raise ImproperlyConfigured(f"{_name} must be 0 (no live streams) or more, not {globals()[_name]}")
+# This server in the lease table: servers sharing a database count their streams apart.
+MEMORYADMIN_SERVER_NAME = env_str("MEMORYADMIN_SERVER_NAME") or socket.gethostname()
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
