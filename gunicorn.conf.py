@@ -12,7 +12,9 @@ are in docs/scaling.md ("Serving on one machine").
 - Threads: 2 per worker (gthread). A request waiting on a row lock (two saves
   to one thread) then does not hold a whole process; each thread keeps its own
   database connection, so connections = workers x threads (size PostgreSQL's
-  max_connections or a pool for it).
+  max_connections or a pool for it). The live-turn stream limits are computed
+  from GUNICORN_WORKERS and GUNICORN_THREADS (memoryadmin/settings.py): every
+  worker keeps at least half of its threads for other requests (docs/turns.md).
 - preload_app: the app is imported once in the master and the workers fork
   from it (faster start, shared memory pages). Nothing opens a database
   connection at import time, so no socket is shared across the fork.

@@ -13,8 +13,10 @@ a typo stops the server at start instead of surfacing on some later request.
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 import re
+import socket
 import sys
 from pathlib import Path
 
@@ -323,16 +325,43 @@ MEMORYADMIN_MAX_CONTEXT_MESSAGES = env_int("MEMORYADMIN_MAX_CONTEXT_MESSAGES", 1
 # Turns (docs/turns.md): finished turns kept per thread, and the longest answer kept.
 MEMORYADMIN_TURN_WINDOW = env_int("MEMORYADMIN_TURN_WINDOW", 10, minimum=1)
 MEMORYADMIN_TURN_MAX_ANSWER_CHARS = env_int("MEMORYADMIN_TURN_MAX_ANSWER_CHARS", 4000, minimum=1)
-# The live turn stream (server-sent events, sessions_app/turns/views.py): how often it
-# reads the database, the longest silence before a heartbeat comment, and how long a
-# stream stays open before it ends and the browser reconnects.
-MEMORYADMIN_TURN_SSE_POLL_SECONDS = env_float("MEMORYADMIN_TURN_SSE_POLL_SECONDS", 0.5, minimum=0.01)
-MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS = env_float("MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS", 15.0, minimum=0)
-MEMORYADMIN_TURN_SSE_MAX_SECONDS = env_float("MEMORYADMIN_TURN_SSE_MAX_SECONDS", 300.0, minimum=1)
 
 # Set by gunicorn.conf.py before the app is imported: each worker writes its Prometheus
 # counts there and /metrics sums them (memoryadmin/views.py). Empty: one process counts.
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR")
+
+# The live turn stream (server-sent events, docs/turns.md): how often it reads the
+# database, how often it writes a heartbeat comment, its longest life.
+MEMORYADMIN_TURN_SSE_POLL_SECONDS = env_float("MEMORYADMIN_TURN_SSE_POLL_SECONDS", 0.5, minimum=0.01)
+# A departed client is noticed at a write: the first one after it left still succeeds
+# (the kernel sends it and the client answers with a reset), the next fails. So the
+# worker thread is free again within two heartbeats.
+MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS = env_float("MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS", 2.0, minimum=0.1)
+MEMORYADMIN_TURN_SSE_MAX_SECONDS = env_float("MEMORYADMIN_TURN_SSE_MAX_SECONDS", 300.0, minimum=1)
+# An open stream holds a lease row, renewed at every heartbeat; one not renewed for
+# this long belongs to a killed worker and no longer counts.
+MEMORYADMIN_TURN_SSE_LEASE_SECONDS = env_float("MEMORYADMIN_TURN_SSE_LEASE_SECONDS", 10.0, minimum=0.5)
+if MEMORYADMIN_TURN_SSE_LEASE_SECONDS <= 2 * MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS:
+    raise ImproperlyConfigured(
+        "MEMORYADMIN_TURN_SSE_LEASE_SECONDS must exceed two heartbeats (MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS), "
+        "or the leases of open streams would expire between their renewals."
+    )
+# Open streams, each holding a worker thread until it ends. The defaults come from the
+# variables gunicorn.conf.py sizes the server with (same defaults): every worker process
+# keeps at least half of its threads for other requests, so a process holds at most
+# threads // 2 streams and the server workers x (threads // 2). docs/turns.md ("Limits").
+_GUNICORN_WORKERS = env_int("GUNICORN_WORKERS", multiprocessing.cpu_count() * 2 + 1)
+_GUNICORN_THREADS = env_int("GUNICORN_THREADS", 2)
+MEMORYADMIN_TURN_STREAMS_PER_USER = env_int("MEMORYADMIN_TURN_STREAMS_PER_USER", 3)
+MEMORYADMIN_TURN_STREAMS_PER_PROCESS = env_int("MEMORYADMIN_TURN_STREAMS_PER_PROCESS", _GUNICORN_THREADS // 2)
+MEMORYADMIN_TURN_STREAMS_PER_SERVER = env_int(
+    "MEMORYADMIN_TURN_STREAMS_PER_SERVER", _GUNICORN_WORKERS * MEMORYADMIN_TURN_STREAMS_PER_PROCESS
+)
+for _name in ("MEMORYADMIN_TURN_STREAMS_PER_USER", "MEMORYADMIN_TURN_STREAMS_PER_PROCESS", "MEMORYADMIN_TURN_STREAMS_PER_SERVER"):
+    if globals()[_name] < 0:
+        raise ImproperlyConfigured(f"{_name} must be 0 (no live streams) or more, not {globals()[_name]}")
+# This server in the lease table: servers sharing a database count their streams apart.
+MEMORYADMIN_SERVER_NAME = env_str("MEMORYADMIN_SERVER_NAME") or socket.gethostname()
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

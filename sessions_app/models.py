@@ -2,9 +2,9 @@
 
 from .checkpoints.models import Checkpoint, CheckpointWrite
 from .threads.models import THREAD_ID_RE, TITLE_MAX, Block, Thread, ThreadQuerySet, ThreadScoped, thread_rows_delete
-from .turns.models import Turn, TurnChunk, turns_delete
+from .turns.models import Turn, TurnChunk, TurnStreamLease, turns_delete
 
 __all__ = [
     "THREAD_ID_RE", "TITLE_MAX", "Block", "Checkpoint", "CheckpointWrite", "Thread", "ThreadQuerySet",
-    "ThreadScoped", "Turn", "TurnChunk", "thread_rows_delete", "turns_delete",
+    "ThreadScoped", "Turn", "TurnChunk", "TurnStreamLease", "thread_rows_delete", "turns_delete",
 ]

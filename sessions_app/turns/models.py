@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from ..threads.models import Thread, ThreadScoped
@@ -71,3 +72,31 @@ class TurnChunk(models.Model):
 
     def __str__(self) -> str:
         return f"chunk {self.index} of turn {self.turn_id}"
+
+
+class TurnStreamLease(models.Model):
+    """One open live-turn stream, counted against the open-stream limits (sessions_app.turns.streams).
+
+    The row lives as long as the stream: written before its first byte, renewed at
+    each heartbeat, deleted when it ends. A row not renewed for
+    MEMORYADMIN_TURN_SSE_LEASE_SECONDS belongs to a worker that was killed and no
+    longer counts. Transport bookkeeping, not thread data: it names the thread
+    without a foreign key and is not part of the thread's rows.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    thread_id = models.CharField(max_length=64)
+    # The server (MEMORYADMIN_SERVER_NAME) and its worker process holding the stream.
+    server = models.CharField(max_length=255)
+    pid = models.IntegerField()
+    opened_at = models.DateTimeField()
+    renewed_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["server", "pid"], name="turnstream_server_pid_idx"),
+            models.Index(fields=["renewed_at"], name="turnstream_renewed_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"stream of {self.thread_id} for user {self.user_id} on {self.server}:{self.pid}"

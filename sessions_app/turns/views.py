@@ -7,12 +7,13 @@ holds the rules, selectors decide ownership.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.utils.html import escape
 from django.views.decorators.http import require_GET
@@ -23,6 +24,7 @@ from memoryadmin_client.context import DEFAULT_MIN_SCORE
 
 from sessions_app.threads import selectors
 from sessions_app.turns import services as turns
+from sessions_app.turns import streams
 from sessions_app.threads.models import Thread
 from sessions_app.turns.models import Turn
 
@@ -76,16 +78,20 @@ def _sse(event: str, data: str, event_id: int | None = None) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def turn_events(*, thread_pk: int, poll: float, heartbeat: float, max_seconds: float) -> Iterator[str]:
+def turn_events(
+    *, thread_pk: int, poll: float, heartbeat: float, max_seconds: float, renew: Callable[[], bool] | None = None
+) -> Iterator[str]:
     """Server-sent events for a thread's pending turn: its new chunks, heartbeats, then the end.
 
     Polls the database (every server process sees the same turns), so it needs no
     message broker. Chunks go out HTML-escaped: htmx swaps them into the page as
     HTML, and agent text is untrusted. The stream ends when the turn it followed
     is finished or discarded (`event: finished`), or after `max_seconds`
-    (`event: timeout`; the browser reconnects). When the client goes away the
-    server closes the generator (GeneratorExit) and the finally block gives the
-    database connection back.
+    (`event: timeout`; the browser reconnects). A heartbeat comment goes out every
+    `heartbeat` seconds even while chunks flow: a write is how a departed client is
+    noticed (it fails, and the server closes the generator: GeneratorExit; the
+    finally block gives the database connection back). Each heartbeat also calls
+    `renew` (the stream's lease); when it answers False the stream ends as on timeout.
     """
     start = last_beat = time.monotonic()
     followed: int | None = None
@@ -111,6 +117,9 @@ def turn_events(*, thread_pk: int, poll: float, heartbeat: float, max_seconds: f
                 return
             if now - last_beat >= heartbeat:
                 last_beat = now
+                if renew is not None and not renew():
+                    yield _sse("timeout", "")
+                    return
                 yield ": heartbeat\n\n"
             time.sleep(poll)
     finally:
@@ -122,19 +131,29 @@ def turn_events(*, thread_pk: int, poll: float, heartbeat: float, max_seconds: f
 
 @require_GET
 @login_required
-def turns_stream(request: HttpRequest, thread_id: str) -> StreamingHttpResponse:
-    """The event stream of the thread's pending turn; ownership is checked before the first byte."""
+def turns_stream(request: HttpRequest, thread_id: str) -> HttpResponseBase:
+    """The event stream of the thread's pending turn; ownership is checked before the first byte.
+
+    Past the open-stream limits (sessions_app.turns.streams) the answer is 429 with
+    Retry-After; the page's htmx reconnects with a growing delay and its poll of the
+    panel goes on meanwhile.
+    """
     thread = selectors.thread_get_for_read(actor=request.user, thread_id=thread_id)
+    try:
+        lease = streams.stream_open(actor=request.user, thread=thread)
+    except streams.StreamLimitReached as exc:
+        refused = HttpResponse(exc.message, status=exc.status, content_type="text/plain; charset=utf-8")
+        refused["Retry-After"] = str(exc.retry_after)
+        return refused
     events = turn_events(
         thread_pk=thread.pk,
         poll=settings.MEMORYADMIN_TURN_SSE_POLL_SECONDS,
         heartbeat=settings.MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS,
         max_seconds=settings.MEMORYADMIN_TURN_SSE_MAX_SECONDS,
+        renew=lambda: streams.stream_renew(lease),
     )
-    response = StreamingHttpResponse(events, content_type="text/event-stream")
+    response = StreamingHttpResponse(streams.LeasedStream(events, lease), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     # nginx would otherwise buffer the stream and deliver it at the end.
     response["X-Accel-Buffering"] = "no"
     return response
-
-

@@ -131,3 +131,63 @@ class Server:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
+
+
+class Gunicorn:
+    """The production server, `gunicorn -c gunicorn.conf.py`, sized by its GUNICORN_* variables.
+
+    `database_url` is the database it serves (a test's own, for tests that write rows the
+    server must see: `django_db(transaction=True)`). Stopped with SIGTERM, else SIGKILL.
+    """
+
+    def __init__(self, database_url: str, *, workers: int, threads: int, **extra_env: str):
+        self.port = free_port()
+        self.metrics = Path(tempfile.mkdtemp(prefix="ma-metrics-"))
+        self.env = {
+            # The defaults plus what the test gives, whatever the caller's environment holds.
+            **{
+                k: v for k, v in server_env(database_url).items()
+                if not k.startswith(("GUNICORN_", "PROMETHEUS_", "MEMORYADMIN_"))
+            },
+            "GUNICORN_BIND": f"127.0.0.1:{self.port}",
+            "GUNICORN_WORKERS": str(workers),
+            "GUNICORN_THREADS": str(threads),
+            "GUNICORN_ACCESS_LOG": "",
+            "GUNICORN_LOG_LEVEL": "warning",
+            # Streams still open when the test stops the server are not waited for.
+            "GUNICORN_GRACEFUL_TIMEOUT": "2",
+            "PROMETHEUS_MULTIPROC_DIR": str(self.metrics),
+            **extra_env,
+        }
+        self.proc: subprocess.Popen | None = None
+        self.log = self.metrics / "server.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py"], cwd=ROOT, env=self.env,
+                stdout=log, stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("gunicorn did not start: " + self.log.read_text()[-2000:])
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        shutil.rmtree(self.metrics, ignore_errors=True)
