@@ -248,3 +248,31 @@ def checkpoint_detail_in(*, thread: Thread, checkpoint_id: str, checkpoint_ns: s
         ),
         metadata_text=_pretty(checkpoint.metadata),
     )
+
+
+@dataclass
+class CheckpointComparison:
+    """Two checkpoints of a thread side by side: what changed from `older` to `newer`."""
+
+    older: Checkpoint
+    newer: Checkpoint
+    diff: CheckpointDiff
+
+
+def _channel_values(checkpoint: Checkpoint) -> dict[str, Any]:
+    values = checkpoint.checkpoint.get("channel_values") if isinstance(checkpoint.checkpoint, dict) else None
+    return values if isinstance(values, dict) else {}
+
+
+def checkpoint_compare_in(*, thread: Thread, first: tuple[str, str], second: tuple[str, str]) -> CheckpointComparison:
+    """The diff between any two checkpoints of a thread (each `(checkpoint_id, checkpoint_ns)`),
+    not only a checkpoint and its parent: the older one (by history position) is the base."""
+    a = checkpoint_get_in(thread=thread, checkpoint_id=first[0], checkpoint_ns=first[1])
+    b = checkpoint_get_in(thread=thread, checkpoint_id=second[0], checkpoint_ns=second[1])
+    older, newer = (a, b) if a.pk <= b.pk else (b, a)
+    changes, unchanged = checkpoint_diff(_channel_values(newer), _channel_values(older))
+    return CheckpointComparison(
+        older=older,
+        newer=newer,
+        diff=CheckpointDiff(parent_id=older.checkpoint_id, parent_found=True, changes=changes, unchanged=unchanged),
+    )

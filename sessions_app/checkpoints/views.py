@@ -31,6 +31,16 @@ def _namespace(request: HttpRequest) -> str | None:
     return None if value == ALL_NAMESPACES else cs.checkpoint_ns_validate(value, "ns")
 
 
+def _comparison(thread, compare: list[str], checkpoint_ns: str) -> dict:
+    """Two ticked checkpoints give their diff; any other number, a note to tick two."""
+    if len(compare) != 2:
+        return {"compare_error": f"Tick exactly two checkpoints to compare ({len(compare)} ticked)."}
+    for value in compare:
+        cs.checkpoint_id_validate(value, "compare")
+    first, second = ((value, checkpoint_ns) for value in compare)
+    return {"comparison": tl.checkpoint_compare_in(thread=thread, first=first, second=second)}
+
+
 @require_GET
 @login_required
 def checkpoint_timeline(request: HttpRequest, thread_id: str) -> HttpResponse:
@@ -42,6 +52,10 @@ def checkpoint_timeline(request: HttpRequest, thread_id: str) -> HttpResponse:
         detail = tl.checkpoint_detail_in(thread=thread, checkpoint_id=selected, checkpoint_ns=selected_ns)
         return render(request, f"{TEMPLATE}#checkpoint-detail", {"thread": thread, "detail": detail})
     checkpoint_ns = _namespace(request)
+    compare = request.GET.getlist("compare")
+    if request.htmx and request.htmx.target == "checkpoint-detail" and len(compare) == 2:
+        thread = thread_get_for_read(actor=request.user, thread_id=thread_id)
+        return render(request, f"{TEMPLATE}#checkpoint-detail", {"thread": thread, **_comparison(thread, compare, selected_ns)})
     timeline = tl.checkpoint_timeline(
         actor=request.user,
         thread_id=thread_id,
@@ -49,7 +63,10 @@ def checkpoint_timeline(request: HttpRequest, thread_id: str) -> HttpResponse:
         before=request.GET.get("before") or None,
     )
     detail = None
-    if selected:
+    comparison = _comparison(timeline.thread, compare, selected_ns) if compare else {}
+    if comparison.get("comparison"):
+        pass  # the comparison takes the detail pane
+    elif selected:
         detail = tl.checkpoint_detail_in(thread=timeline.thread, checkpoint_id=selected, checkpoint_ns=selected_ns)
     elif timeline.rows:
         newest = timeline.rows[0].checkpoint
@@ -63,6 +80,8 @@ def checkpoint_timeline(request: HttpRequest, thread_id: str) -> HttpResponse:
         "ns": ALL_NAMESPACES if checkpoint_ns is None else checkpoint_ns,
         "all_namespaces": ALL_NAMESPACES,
         "can_release": roles.is_admin(request.user),
+        "compare": compare,
+        **comparison,
     }
     return render(request, TEMPLATE, context)
 

@@ -131,3 +131,18 @@ def test_an_admin_creates_a_key_copies_it_and_revokes_it(page, live_server, demo
     expect(page.locator(f"tr[data-key='{prefix}'] .status")).to_have_text("revoked")
     assert apikey_authenticate(secret) is None
     assert page.errors == []
+
+
+def test_two_non_adjacent_checkpoints_compare_in_the_timeline(page, live_server, demo):
+    sign_in(page, live_server, "alice")
+    page.goto(f"{live_server.url}/threads/refund-A-1042/checkpoints/?ns=")
+    boxes = page.locator("input[name=compare]")
+    assert boxes.count() >= 3
+    boxes.nth(0).check()
+    boxes.nth(2).check()
+    page.click("button:has-text('Compare the two ticked')")
+    expect(page.locator("#checkpoint-detail h2")).to_have_text("Comparing two checkpoints")
+    assert "compare=" in page.url
+    assert page.locator("#checkpoint-detail .cp-diff li").count() >= 1
+    shot(page, "checkpoints-compare")
+    assert page.errors == []

@@ -164,3 +164,27 @@ def test_the_thread_detail_reads_the_latest_checkpoint_in_one_more_query(alice, 
     with CaptureQueriesContext(connection) as read_only:
         thread_get_for_read(actor=alice, thread_id="t1")
     assert len(base) == len(read_only) + 1
+
+
+def test_any_two_checkpoints_compare_not_only_a_parent_and_child(history, client, alice):
+    put(alice, "c3", {"messages": [message("human", "Hello <script>alert(1)</script>", "h1"), message("ai", "Hi! How can I help?", "a1"),
+                                   message("human", "Book it", "h2")], "plan": {"a": 9, "c": 3}}, parent="c2")
+    login_client(client, alice)
+    html = client.get(PAGE, {"compare": ["c3", "c1"]}).content.decode()
+    detail = html[html.index('id="checkpoint-detail"'):]
+    assert "Comparing two checkpoints" in detail
+    assert detail.index("<code>c1</code>") < detail.index("<code>c3</code>")  # the older one is the base
+    # Both messages added since c1 (one in c2, one in c3), and the plan's keys across both steps.
+    assert "Hi! How can I help?" in detail and "Book it" in detail and detail.count("+ assistant") == 1
+    assert "keys removed: <code>b</code>" in detail and "keys added: <code>c</code>" in detail and "keys changed: <code>a</code>" in detail
+    assert "<script>alert(1)" not in html and 'data-copy-text="c3"' in html
+    fragment = client.get(PAGE, {"compare": ["c1", "c3"]}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="checkpoint-detail")
+    assert fragment.content.decode().lstrip().startswith('<section id="checkpoint-detail"')
+
+
+def test_comparing_needs_exactly_two_valid_checkpoints(history, client, alice):
+    login_client(client, alice)
+    one = client.get(PAGE, {"compare": ["c1"]})
+    assert one.status_code == 200 and "Tick exactly two checkpoints" in one.content.decode()
+    assert client.get(PAGE, {"compare": ["c1", "nope"]}).status_code == 404
+    assert client.get(PAGE, {"compare": ["c1", "bad id\n"]}).status_code == 400
