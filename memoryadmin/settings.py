@@ -259,6 +259,11 @@ MEMORYADMIN_MAX_BODY_BYTES = env_int("MEMORYADMIN_MAX_BODY_BYTES", 16 * 1024 * 1
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYADMIN_MAX_BODY_BYTES
 # Longest context accepted in one agent-state save.
 MEMORYADMIN_MAX_CONTEXT_MESSAGES = env_int("MEMORYADMIN_MAX_CONTEXT_MESSAGES", 100_000)
+# One person's repeated reads of one thread, item or listing of another user's within this
+# many seconds are one audit event (0 records every read; docs/operations.md, "Audit log").
+MEMORYADMIN_AUDIT_READ_WINDOW_SECONDS = env_int("MEMORYADMIN_AUDIT_READ_WINDOW_SECONDS", 300)
+if MEMORYADMIN_AUDIT_READ_WINDOW_SECONDS < 0:
+    raise ImproperlyConfigured("MEMORYADMIN_AUDIT_READ_WINDOW_SECONDS must be 0 or more seconds")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
