@@ -3,19 +3,15 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from memoryadmin import roles
+from memoryadmin import policy
 
 NAME_MAX = 100
 
 
 class GraphDefinitionQuerySet(models.QuerySet):
     def visible_to(self, user) -> "GraphDefinitionQuerySet":
-        """Members see their own graphs; operators and admins see every graph (docs/architecture.md, rules A1-A3)."""
-        if roles.can_read_all(user):
-            return self
-        if user is None or not user.is_authenticated:
-            return self.none()
-        return self.filter(owner=user)
+        """Members see their own graphs; operators and admins see every graph (memoryadmin.policy)."""
+        return policy.restrict(self, user)
 
 
 class GraphDefinition(models.Model):

@@ -1,8 +1,8 @@
-"""Reads of graph definitions. Each takes the acting user: ownership is decided here.
+"""Reads of graph definitions. Each takes the acting user; memoryadmin.policy decides.
 
-Graphs are owned like threads (docs/graphs.md, "Who may do what"): members see and edit their own; operators
-read every graph and write none; admins read every graph and may delete any, but do
-not edit another user's graph.
+Graphs are owned like threads: members see and edit their own; operators read every
+graph and write none; admins read every graph and may delete any, but do not edit
+another user's graph.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from memoryadmin import roles
-from memoryadmin.errors import Forbidden, NotFound
+from memoryadmin import policy
+from memoryadmin.errors import NotFound
 from sessions_app.checkpoints.selectors import checkpoint_steps
 
 from .compiler import END, SEPARATOR, START, CompileResult, SpecError, graph_compile
@@ -24,10 +24,6 @@ from .models import GraphDefinition
 PATH_LIMIT = 500
 # Listed columns: the spec can be a megabyte, lists never load it.
 LIST_FIELDS = ("id", "name", "owner", "owner__username", "valid", "node_count", "created_at", "updated_at")
-
-
-def _deny(graph: GraphDefinition, action: str, message: str) -> Forbidden:
-    return Forbidden(message, target=f"graph:{graph.pk}", action=action)
 
 
 def _graph_get(graph_id: int, *, lock: bool = False) -> GraphDefinition:
@@ -41,46 +37,46 @@ def _graph_get(graph_id: int, *, lock: bool = False) -> GraphDefinition:
 
 
 def graph_may_edit(*, actor, graph: GraphDefinition) -> bool:
-    """Only the owner edits (rename, new spec), and an operator never writes."""
-    return graph.owner_id == actor.pk and not roles.is_operator(actor)
+    """Only the owner edits (rename, new spec), and an operator never writes (memoryadmin.policy)."""
+    return policy.may_write(actor, owner_id=graph.owner_id, action="graph.write")
 
 
 def graph_may_delete(*, actor, graph: GraphDefinition) -> bool:
-    """The owner (unless an operator) or an admin."""
-    return roles.is_admin(actor) or graph_may_edit(actor=actor, graph=graph)
+    """The owner (unless an operator) or an admin (memoryadmin.policy)."""
+    return policy.may_write(actor, owner_id=graph.owner_id, action="graph.delete")
 
 
 def graph_may_create(*, actor) -> bool:
-    return actor is not None and actor.is_authenticated and not roles.is_operator(actor)
+    """Anyone who writes at all: not an operator, not even a graph of their own."""
+    return policy.may_write(actor, owner_id=None, action="graph.create")
 
 
 def graph_ensure_may_create(*, actor) -> None:
     """Operators write nothing, not even a graph of their own."""
-    if not graph_may_create(actor=actor):
-        raise Forbidden("Operators have read-only access.", target="graph:new", action="graph.create")
+    policy.ensure_may_write(actor, owner_id=None, target="graph:new", action="graph.create")
 
 
 def graph_get_for_read(*, actor, graph_id: int) -> GraphDefinition:
-    """The graph if the actor owns it or reads everything (operator, admin); else 403."""
+    """The graph if the actor owns it or reads everything (operator, admin); else 403.
+
+    An operator's or admin's read of another user's graph is an audit event (one per window).
+    """
     graph = _graph_get(graph_id)
-    if graph.owner_id != actor.pk and not roles.can_read_all(actor):
-        raise _deny(graph, "graph.read", "This graph belongs to another user.")
+    target = f"graph:{graph.pk}"
+    policy.ensure_may_read(actor, owner_id=graph.owner_id, target=target, action="graph.read")
+    policy.record_read(actor, owner=graph.owner, target=target, action="graph.read")
     return graph
 
 
 def graph_get_for_edit(*, actor, graph_id: int, lock: bool = False) -> GraphDefinition:
     graph = _graph_get(graph_id, lock=lock)
-    if not graph_may_edit(actor=actor, graph=graph):
-        message = "Operators have read-only access." if roles.is_operator(actor) else "This graph belongs to another user."
-        raise _deny(graph, "graph.write", message)
+    policy.ensure_may_write(actor, owner_id=graph.owner_id, target=f"graph:{graph.pk}", action="graph.write")
     return graph
 
 
 def graph_get_for_delete(*, actor, graph_id: int, lock: bool = False) -> GraphDefinition:
     graph = _graph_get(graph_id, lock=lock)
-    if not graph_may_delete(actor=actor, graph=graph):
-        message = "Operators have read-only access." if roles.is_operator(actor) else "Only the graph's owner or an admin may delete it."
-        raise _deny(graph, "graph.delete", message)
+    policy.ensure_may_write(actor, owner_id=graph.owner_id, target=f"graph:{graph.pk}", action="graph.delete")
     return graph
 
 
@@ -90,8 +86,7 @@ def graph_list(*, actor, q: str = "", owner: str = "") -> QuerySet[GraphDefiniti
     q = q.strip()
     if q:
         qs = qs.filter(name__icontains=q)
-    if owner and roles.can_read_all(actor):
-        qs = qs.filter(owner__username=owner)
+    qs = policy.filter_by_owner(qs, actor, owner)
     return qs.order_by("-updated_at", "-id")
 
 
@@ -181,10 +176,7 @@ def graph_for_thread(*, actor, thread) -> ThreadGraph | None:
     the graph, then the node ids of the thread's newest PATH_LIMIT checkpoints (history
     order is insertion order, as the checkpoint store keeps it).
     """
-    if thread.owner_id != actor.pk and not roles.can_read_all(actor):
-        raise Forbidden(
-            "This thread belongs to another user.", target=f"thread:{thread.thread_id}", action="thread.read"
-        )
+    policy.ensure_may_read(actor, owner_id=thread.owner_id, target=f"thread:{thread.thread_id}", action="thread.read")
     names = thread_graph_names(thread)
     if not names:
         return None

@@ -16,10 +16,10 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Q, QuerySet
 
-from . import roles
+from . import policy, roles
 from .apikeys import IssuedKey, apikey_create, apikey_revoke
 from .audit import audit_record
-from .errors import Conflict, Forbidden, InvalidInput, NotFound
+from .errors import Conflict, InvalidInput, NotFound
 from .models import ApiKey
 
 USERNAME_RE = re.compile(r"[\w.@+-]{1,150}")
@@ -27,8 +27,8 @@ KEY_NAME_MAX = 100
 
 
 def _ensure_admin(actor, *, action: str, target: str) -> None:
-    if actor is not None and not roles.is_admin(actor):
-        raise Forbidden("Only an admin manages users, roles and API keys.", target=target, action=action)
+    """Admins only (memoryadmin.policy); `actor=None` is the command line."""
+    policy.ensure_admin(actor, target=target, action=action, system=True, message="Only an admin manages users, roles and API keys.")
 
 
 def _via(actor) -> str:
@@ -146,7 +146,7 @@ def account_key_issue(*, actor, username, name: str = "", create_user: bool = Fa
         account_role_set(actor=actor, username=username, role=role)
     elif roles.role_of(user) == "member" and not user.groups.exists():
         roles.role_set(user, "member")
-    issued = apikey_create(owner=user, name=name)
+    issued = apikey_create(owner=user, name=name, actor=actor)
     audit_record(
         actor=actor, action="apikey.create", target=f"apikey:{issued.api_key.prefix}",
         detail={"owner": username, "name": name, "via": _via(actor)},
@@ -161,7 +161,7 @@ def account_key_revoke(*, actor, prefix) -> ApiKey:
         raise InvalidInput("prefix must be a key prefix (hex digits).", fields={"prefix": ["must be hex digits."]})
     _ensure_admin(actor, action="apikey.revoke", target=f"apikey:{prefix}")
     was_active = ApiKey.objects.filter(prefix=prefix, revoked_at__isnull=True).exists()
-    key = apikey_revoke(prefix=prefix)
+    key = apikey_revoke(prefix=prefix, actor=actor)
     if was_active:
         audit_record(actor=actor, action="apikey.revoke", target=f"apikey:{key.prefix}", detail={"owner": key.owner.get_username(), "via": _via(actor)})
     return key

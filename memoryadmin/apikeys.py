@@ -19,7 +19,7 @@ from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.utils import timezone
 
-from . import roles
+from . import policy, roles
 from .errors import NotFound
 from .models import ApiKey
 
@@ -39,7 +39,9 @@ def _hash(secret: str) -> str:
 
 
 @transaction.atomic
-def apikey_create(*, owner, name: str = "") -> IssuedKey:
+def apikey_create(*, owner, name: str = "", actor=None) -> IssuedKey:
+    """A new key for `owner`, shown once. Admins only; `actor=None` is the trusted command line."""
+    policy.ensure_admin(actor, target=f"user:{owner.get_username()}", action="apikey.create", system=True)
     prefix = secrets.token_hex(4)
     while ApiKey.objects.filter(prefix=prefix).exists():
         prefix = secrets.token_hex(4)
@@ -131,7 +133,9 @@ def apikey_authenticate(raw: str) -> ApiKey | None:
 
 
 @transaction.atomic
-def apikey_revoke(*, prefix: str, owner=None) -> ApiKey:
+def apikey_revoke(*, prefix: str, owner=None, actor=None) -> ApiKey:
+    """Revoke the key (of `owner`, when given). Admins only; `actor=None` is the trusted command line."""
+    policy.ensure_admin(actor, target=f"apikey:{prefix}", action="apikey.revoke", system=True)
     qs = ApiKey.objects.filter(prefix=prefix)
     if owner is not None:
         qs = qs.filter(owner=owner)

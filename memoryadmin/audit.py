@@ -1,4 +1,5 @@
-"""The audit log: every write to it goes through `audit_record`.
+"""The audit log: every write to it goes through `audit_record` (or `audit_record_once`,
+which adds an event only when the same one was not recorded within a window).
 
 The log is append-only: this module only adds events, and `AuditEvent` refuses
 updates and deletes (memoryadmin/models.py). Nothing in the application can
@@ -14,9 +15,13 @@ and cleared when it finishes.
 from __future__ import annotations
 
 from contextvars import ContextVar
+from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.signals import request_finished, request_started
+from django.db import connections, router
+from django.utils import timezone
 
 from .models import AuditEvent
 
@@ -66,27 +71,97 @@ def audit_record(
     )
 
 
-def audit_denial(*, request, exc) -> None:
-    """Record an ownership or role refusal (a `Forbidden` raised by a service)."""
-    audit_record(
-        actor=getattr(request, "user", None),
-        action="access.denied",
-        target=exc.target,
-        detail={"attempted": exc.action, "reason": exc.message, "method": request.method, "path": request.path},
-        request=request,
+def _record_sql(connection, columns: list[str]) -> str:
+    """INSERT one event unless the same actor recorded the same action on the same target
+    since a given instant: one statement, so a repeated read costs what a first one does."""
+    quote = connection.ops.quote_name
+    table = quote(AuditEvent._meta.db_table)
+    # PostgreSQL types the parameters of a bare SELECT list as text: say what each column takes.
+    casts = {"detail": "::jsonb", "ip": "::inet", "created_at": "::timestamptz", "actor_id": "::bigint"}
+    values = ", ".join("%s" + (casts.get(column, "") if connection.vendor == "postgresql" else "") for column in columns)
+    since = "%s::timestamptz" if connection.vendor == "postgresql" else "%s"
+    actor = "%s::bigint" if connection.vendor == "postgresql" else "%s"
+    return (
+        f"INSERT INTO {table} ({', '.join(quote(column) for column in columns)}) SELECT {values}"
+        f" WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE {quote('target')} = %s AND {quote('action')} = %s"
+        f" AND {quote('actor_id')} = {actor} AND {quote('created_at')} >= {since})"
     )
 
 
-def audit_foreign_read(*, actor, owner, target: str, action: str = "thread.read", detail: dict[str, Any] | None = None) -> None:
-    """Record that an operator or admin read something another user owns (docs/architecture.md, rule A4).
+def audit_record_once(*, actor, action: str, target: str, detail: dict[str, Any], window: int, request=None) -> None:
+    """Record the event, unless `actor` recorded `action` on `target` in the last `window` seconds.
+
+    One statement either way (an INSERT ... WHERE NOT EXISTS served by the target
+    index). A window of 0 records every time. For authenticated actors only.
+    """
+    if window <= 0:
+        audit_record(actor=actor, action=action, target=target, detail=detail, request=request)
+        return
+    connection = connections[router.db_for_write(AuditEvent)]
+    now = timezone.now()
+    fields = {field.name: field for field in AuditEvent._meta.concrete_fields}
+    row = {
+        "actor": actor.pk,
+        "actor_name": actor.get_username(),
+        "action": action,
+        "target": target[:200],
+        "detail": detail,
+        "ip": client_ip(request),
+        "created_at": now,
+    }
+    columns = [fields[name].column for name in row]
+    params = [fields[name].get_db_prep_save(value, connection) for name, value in row.items()]
+    since = fields["created_at"].get_db_prep_save(now - timedelta(seconds=window), connection)
+    params += [row["target"], action, actor.pk, since]
+    with connection.cursor() as cursor:
+        cursor.execute(_record_sql(connection, columns), params)
+
+
+def _username(user_id: int | None) -> str | None:
+    if user_id is None:
+        return None
+    model = get_user_model()
+    return model._default_manager.filter(pk=user_id).values_list(model.USERNAME_FIELD, flat=True).first()
+
+
+def audit_denial(*, request, exc) -> None:
+    """Record an ownership or role refusal (a `Forbidden` raised by a service).
+
+    The event's actor is who asked. A refusal on ownership (a taken thread id,
+    another user's store key) also names the object's owner in the detail, next
+    to the actor, so the owner is never mistaken for the one refused.
+    """
+    actor = getattr(request, "user", None)
+    detail = {"attempted": exc.action, "reason": exc.message, "method": request.method, "path": request.path}
+    owner_id = getattr(exc, "owner_id", None)
+    if owner_id is not None:
+        authenticated = actor is not None and getattr(actor, "is_authenticated", False)
+        detail["actor"] = actor.get_username() if authenticated else "anonymous"
+        detail["owner"] = _username(owner_id)
+    audit_record(actor=actor, action="access.denied", target=exc.target, detail=detail, request=request)
+
+
+def audit_foreign_read(
+    *,
+    actor,
+    owner,
+    target: str,
+    action: str = "thread.read",
+    detail: dict[str, Any] | None = None,
+    window: int = 0,
+) -> None:
+    """Record that an operator or admin read something another user owns (docs/operations.md, "Audit log").
 
     Called on every read of another user's thread (each page view, each API
-    call), so it costs exactly one INSERT: the actor and owner are already
+    call), so it costs exactly one statement: the actor and owner are already
     loaded, the address comes from the context variable, nothing is looked up.
+    With a `window`, a read of the same target by the same actor within that
+    many seconds of the last recorded one adds nothing (memoryadmin.policy).
     """
-    audit_record(
+    audit_record_once(
         actor=actor,
         action=action,
         target=target,
         detail={"owner": owner.get_username(), "path": current_path()[:300], **(detail or {})},
+        window=window,
     )

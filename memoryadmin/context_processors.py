@@ -1,10 +1,6 @@
-from . import roles
+from . import policy
 
 
 def role_flags(request):
-    user = getattr(request, "user", None)
-    return {
-        "user_role": roles.role_of(user),
-        "user_is_admin": roles.is_admin(user),
-        "user_reads_all": roles.can_read_all(user),
-    }
+    """What the signed-in user may see and do, for every template (memoryadmin.policy decides)."""
+    return policy.abilities(getattr(request, "user", None))

@@ -52,12 +52,17 @@ class Forbidden(DomainError):
 
     `target` names the object ("thread:abc") so that the handler can record the
     refusal in the audit log after the service's transaction has rolled back.
+    `owner_id` is the object's owner when the refusal is about ownership: the
+    event then names who owns what was asked for (never in the answer itself).
     """
 
     status = 403
     code = "forbidden"
 
-    def __init__(self, message: str, *, target: str = "", action: str = "", code: str | None = None):
+    def __init__(
+        self, message: str, *, target: str = "", action: str = "", code: str | None = None, owner_id: int | None = None
+    ):
         super().__init__(message, code=code)
         self.target = target
         self.action = action
+        self.owner_id = owner_id

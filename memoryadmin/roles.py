@@ -1,9 +1,8 @@
-"""Roles, decided in one place.
+"""Role storage: which role a user has, and setting it.
 
-member: own threads and items only. operator: reads everything (audit), writes
-nothing. admin: everything an operator can, plus the destructive actions
-(clear, release, purge, store deletes) and API key management.
-A Django superuser is an admin.
+The roles are member, operator and admin (a Django superuser is an admin), kept
+as Django groups. What each role may do is decided in memoryadmin/policy.py,
+not here.
 """
 
 from __future__ import annotations
@@ -41,18 +40,6 @@ def role_of(user: AbstractBaseUser | AnonymousUser | None) -> Role | None:
     role = _role_from(superuser=user.is_superuser, groups=groups)
     setattr(user, _CACHE_ATTR, role)
     return role
-
-
-def can_read_all(user) -> bool:
-    return role_of(user) in ("operator", "admin")
-
-
-def is_admin(user) -> bool:
-    return role_of(user) == "admin"
-
-
-def is_operator(user) -> bool:
-    return role_of(user) == "operator"
 
 
 def role_set(user, role: Role) -> None:

@@ -1,4 +1,4 @@
-"""Reads of the audit log. Only admins read it (docs/architecture.md, rule A5); every read takes the acting user."""
+"""Reads of the audit log. Only admins read it (memoryadmin.policy); every read takes the acting user."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any, Mapping
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from . import roles
-from .errors import Forbidden, InvalidInput
+from . import policy
+from .errors import InvalidInput
 from .models import AuditEvent
 from .params import parse_cursor, parse_date
 
@@ -19,8 +19,13 @@ AUDIT_PAGE_SIZE = 50
 KNOWN_ACTIONS = (
     "access.denied",
     "thread.read",
+    "thread.list",
     "thread.export",
     "thread.search",
+    "store.read",
+    "store.list",
+    "store.search",
+    "graph.read",
     "thread.clear",
     "thread.delete",
     "checkpoint.release",
@@ -43,8 +48,7 @@ KNOWN_ACTIONS = (
 
 
 def audit_ensure_reader(actor) -> None:
-    if not roles.is_admin(actor):
-        raise Forbidden("Only an admin may read the audit log.", target="audit", action="audit.read")
+    policy.ensure_admin(actor, target="audit", action="audit.read", message="Only an admin may read the audit log.")
 
 
 def _day_start(day: date) -> datetime:
@@ -143,6 +147,6 @@ def audit_event_page(*, actor, filters: AuditFilter, before: str = "", after: st
 
 def audit_recent(*, actor, limit: int = 8) -> list[AuditEvent]:
     """The latest events, for the home dashboard (admins only; others get an empty list)."""
-    if not roles.is_admin(actor):
+    if not policy.may_administer(actor, "audit.read"):
         return []
     return list(AuditEvent.objects.order_by("-id")[:limit])

@@ -362,6 +362,9 @@ for _name in ("MEMORYADMIN_TURN_STREAMS_PER_USER", "MEMORYADMIN_TURN_STREAMS_PER
         raise ImproperlyConfigured(f"{_name} must be 0 (no live streams) or more, not {globals()[_name]}")
 # This server in the lease table: servers sharing a database count their streams apart.
 MEMORYADMIN_SERVER_NAME = env_str("MEMORYADMIN_SERVER_NAME") or socket.gethostname()
+# One person's repeated reads of one thread, item or listing of another user's within this
+# many seconds are one audit event (0 records every read; docs/operations.md, "Audit log").
+MEMORYADMIN_AUDIT_READ_WINDOW_SECONDS = env_int("MEMORYADMIN_AUDIT_READ_WINDOW_SECONDS", 300, minimum=0)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -5,19 +5,15 @@ from django.db import connections, models
 from django.db.models import Q
 from django.utils import timezone
 
-from memoryadmin import roles
+from memoryadmin import policy
 
 from .namespaces import MAX_KEY_BYTES, MAX_PATH_BYTES, SEPARATOR, Namespace, namespace_to_path
 
 
 class StoreItemQuerySet(models.QuerySet):
     def visible_to(self, user) -> "StoreItemQuerySet":
-        """Members see their own items; operators and admins see every item."""
-        if roles.can_read_all(user):
-            return self
-        if user is None or not user.is_authenticated:
-            return self.none()
-        return self.filter(owner=user)
+        """Members see their own items; operators and admins see every item (memoryadmin.policy)."""
+        return policy.restrict(self, user)
 
     def live(self, now=None) -> "StoreItemQuerySet":
         """Items whose TTL has not run out: expired items are gone for every reader."""

@@ -5,10 +5,19 @@ without NUL; a namespace written to is non-empty and its root label is not
 "langgraph" (LangGraph reserves it). Because no label holds a ".", the dotted
 path "a.b.c" is a lossless text form of ("a", "b", "c"): it is what the
 database stores and indexes, and what the LangGraph server's GET endpoint takes.
+
+Labels and keys are brought to Unicode NFC here, on every path that reads or
+writes (each one validates through these functions): "é" typed as one code
+point or as "e" and a combining accent is one label, so one item, and nobody
+can hold a second item that looks the same under another spelling. Nothing
+else is folded: NFKC is not applied (full-width letters stay distinct), and
+letters of different scripts that look alike (Cyrillic "а", Latin "a") are
+different labels, as they are different characters (docs/store.md, "Rules").
 """
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from memoryadmin.errors import InvalidInput
@@ -31,6 +40,11 @@ def _refuse(field: str, message: str) -> InvalidInput:
     return InvalidInput(f"{field}: {message}", fields={field: [message]})
 
 
+def _nfc(text: str) -> str:
+    # is_normalized is a quick check, so the usual ASCII label costs no copy.
+    return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
+
+
 def namespace_validate(
     value: Any,
     *,
@@ -41,6 +55,7 @@ def namespace_validate(
 
     `for_write`: the namespace of a put (non-empty, root not "langgraph").
     "*" is an ordinary label here; only list_namespaces patterns read it as a wildcard.
+    Labels come back in NFC.
     """
     if isinstance(value, tuple):
         value = list(value)
@@ -64,7 +79,7 @@ def namespace_validate(
                 f"{where}: a label cannot contain NUL or a lone surrogate.",
                 fields={field: [f"label {index} contains NUL or a lone surrogate."]},
             )
-    namespace = tuple(value)
+    namespace = tuple(_nfc(label) for label in value)
     if for_write:
         if not namespace:
             raise _refuse(field, "cannot be empty.")
@@ -89,12 +104,14 @@ def namespace_to_path(namespace: Namespace) -> str:
 
 
 def key_validate(key: Any, *, field: str = "key") -> str:
+    """A key as stored: a non-empty string in NFC, at most MAX_KEY_BYTES in UTF-8."""
     if not isinstance(key, str):
         raise _refuse(field, "must be a string.")
     if not key:
         raise _refuse(field, "cannot be empty.")
     if not text_storable(key):
         raise _refuse(field, "cannot contain NUL or a lone surrogate.")
+    key = _nfc(key)
     if len(key.encode()) > MAX_KEY_BYTES:
         raise _refuse(field, f"is longer than {MAX_KEY_BYTES} bytes.")
     return key

@@ -1,8 +1,10 @@
-"""Reads of the long-term store. Each takes the acting user: ownership is decided here.
+"""Reads of the long-term store. Each takes the acting user; memoryadmin.policy decides what they see.
 
 Members see their own items only; operators and admins see every item
-(docs/store.md, rule ST3). Expired items are invisible to everyone. Every function here
-is a bounded number of queries whatever the store holds (docs/store.md, rule ST9).
+(docs/store.md, rule ST3), and their reads of other users' values are audit events (one
+per item, listing or search within the read window). Expired items are invisible to
+everyone. Every function here is a bounded number of queries whatever the store holds
+(docs/store.md, rule ST9).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from django.db import connections
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from memoryadmin import roles
-from memoryadmin.errors import Forbidden, NotFound
+from memoryadmin import policy
+from memoryadmin.errors import NotFound
 from memoryadmin.params import parse_int
 
 from .expressions import (
@@ -52,8 +54,9 @@ def _is_postgresql(qs) -> bool:
 
 
 def _readable(item: StoreItem, actor, action: str) -> StoreItem:
-    if item.owner_id != actor.pk and not roles.can_read_all(actor):
-        raise Forbidden("This store item belongs to another user.", target=item.target, action=action)
+    """The item if the policy lets the actor read it (else 403); another user's item read is audited."""
+    policy.ensure_may_read(actor, owner_id=item.owner_id, target=item.target, action=action)
+    policy.record_read(actor, owner=item.owner, target=item.target, action=action)
     return item
 
 
@@ -85,6 +88,16 @@ class SearchRequest:
     terms: tuple[str, ...]
     limit: int
     offset: int
+
+    def audit_filters(self) -> dict[str, Any]:
+        """The search as the audit log names it."""
+        return {
+            "namespace_prefix": namespace_to_path(self.namespace_prefix),
+            "filter": self.filter_spec if self.has_filter else "",
+            "query": " ".join(self.terms),
+            "limit": self.limit,
+            "offset": self.offset,
+        }
 
 
 def store_search_validate(
@@ -140,18 +153,22 @@ def store_item_search(
     if not request.terms:
         for item in items:
             item.score = None
+    policy.record_bulk_read(actor, action="store.search", kind="store", rows=items[: request.limit], filters=request.audit_filters())
     return items
 
 
 def store_item_list(*, actor, namespace: Namespace, limit: int, offset: int = 0, now=None) -> list[StoreItem]:
     """The live items of exactly this namespace, newest first (one page plus one row)."""
-    return list(
+    items = list(
         StoreItem.objects.visible_to(actor)
         .live(now)
         .in_namespace(namespace)
         .select_related("owner")
         .order_by("-updated_at", "-id")[offset : offset + limit + 1]
     )
+    filters = {"namespace": namespace_to_path(namespace), "limit": limit, "offset": offset}
+    policy.record_bulk_read(actor, action="store.list", kind="store", rows=items[:limit], filters=filters)
+    return items
 
 
 def _namespace_pattern(value: Any, field: str) -> Namespace:
@@ -385,12 +402,9 @@ def store_size(*, actor, now=None) -> int:
 
 def store_subtree_impact(*, actor, namespace: Namespace, now=None) -> dict[str, int]:
     """Admin: what deleting the subtree would remove: every item below, any owner, expired included."""
-    if not roles.is_admin(actor):
-        raise Forbidden(
-            "Only an admin may delete store items.",
-            target=f"store:{namespace_to_path(namespace)}",
-            action="store.clear",
-        )
+    policy.ensure_admin(
+        actor, target=f"store:{namespace_to_path(namespace)}", action="store.clear", message="Only an admin may delete store items."
+    )
     now = now or timezone.now()
     counts = StoreItem.objects.under(namespace).aggregate(
         items=Count("id"),

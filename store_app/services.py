@@ -2,10 +2,11 @@
 
 The store's semantics are LangGraph's `BaseStore` (docs/store.md, rules ST1-ST8):
 put upserts an item, delete removes it, TTLs are in minutes and refreshed on read.
-On top of them, memoryadmin's ownership (docs/store.md, rule ST3): an item
-belongs to whoever wrote it first; nobody else writes it, not even an admin;
-operators write nothing; admins delete and clear any item; every delete is in
-the audit log.
+On top of them, memoryadmin's ownership (docs/store.md, rule ST3; decided by
+memoryadmin.policy): a key belongs to whoever wrote it first, and stays theirs when the
+item expires (until the sweep removes the row); nobody else writes it, not even an admin;
+operators write nothing; the owner or an admin deletes an item, from the API and the
+dashboard alike; admins clear subtrees; every delete is in the audit log.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, Value
 from django.utils import timezone
 
-from memoryadmin import roles
+from memoryadmin import policy
 from memoryadmin.audit import audit_record
-from memoryadmin.errors import Conflict, Forbidden, InvalidInput, NotFound
+from memoryadmin.errors import Conflict, InvalidInput, NotFound
 
 from .matching import value_validate
 from .models import StoreItem, item_target
@@ -55,13 +56,9 @@ def index_validate(index: Any) -> None:
     )
 
 
-def _deny(target: str, action: str, message: str) -> Forbidden:
-    return Forbidden(message, target=target, action=action)
-
-
 def _ensure_writes_at_all(actor, target: str, action: str) -> None:
-    if roles.is_operator(actor):
-        raise _deny(target, action, "Operators have read-only access.")
+    """Before anything is read: whether the actor may do `action` to an item of their own (operators may not)."""
+    policy.ensure_may_write(actor, owner_id=None, target=target, action=action)
 
 
 def _locked(path: str, key: str) -> StoreItem | None:
@@ -78,8 +75,10 @@ def store_item_put(
     root "langgraph" reserved) and a JSON-object value, else 400 with nothing
     written. A new item is owned by the writer; an existing live one may be
     overwritten by its owner only (anyone else, admins included: 403, nothing
-    written) and keeps its created_at. An expired item no longer exists: the
-    put starts a new item. The row is locked for the transaction, and two first
+    written) and keeps its created_at. An expired item no longer exists for
+    reads, but its key stays its owner's until the sweep removes the row: the
+    owner's put starts a new item there, anyone else's is a 403 (docs/api.md,
+    "Taken ids and keys"). The row is locked for the transaction, and two first
     writes of one key race on the unique (namespace_path, key): the loser goes
     on as an update of the winner's row.
     """
@@ -113,11 +112,9 @@ def store_item_put(
             item = _locked(path, key)
             if item is None:
                 raise Conflict("The item changed while it was written; retry.") from None
+    policy.ensure_may_write(actor, owner_id=item.owner_id, target=target, action="store.put")
     if item.is_expired(now):
-        item.owner = actor
         item.created_at = now
-    elif item.owner_id != actor.pk:
-        raise _deny(target, "store.put", "This store item belongs to another user.")
     item.value = value
     item.ttl = ttl_delta
     item.expires_at = expires_at
@@ -127,40 +124,27 @@ def store_item_put(
 
 
 @transaction.atomic
-def store_item_delete(*, actor, namespace: Any, key: Any, request=None, now=None) -> bool:
+def store_item_delete(*, actor, namespace: Any, key: Any, request=None, now=None, missing_ok: bool = True) -> bool:
     """Delete (namespace, key): its owner or an admin; others 403 with nothing deleted.
 
+    One rule for the API and the dashboard (memoryadmin.policy, "store.delete").
     Deleting what does not exist (or has expired) is a no-op, as in LangGraph:
-    it answers False. Operators write nothing, so they get 403 either way.
+    it answers False; with `missing_ok=False` (the dashboard's delete button)
+    it is a 404. Operators write nothing, so they get 403 either way.
     """
-    namespace = namespace_validate(namespace)
+    namespace = namespace_validate(list(namespace) if isinstance(namespace, tuple) else namespace)
     key = key_validate(key)
     target = item_target(namespace, key)
     _ensure_writes_at_all(actor, target, "store.delete")
-    if not namespace:
-        return False
     now = now or timezone.now()
-    item = _locked(namespace_to_path(namespace), key)
+    item = _locked(namespace_to_path(namespace), key) if namespace else None
     if item is None or item.is_expired(now):
+        if not missing_ok:
+            raise NotFound(f"No live item {key!r} in {namespace_to_path(namespace) or '(root)'}.")
         return False
-    if item.owner_id != actor.pk and not roles.is_admin(actor):
-        raise _deny(target, "store.delete", "This store item belongs to another user.")
+    policy.ensure_may_write(actor, owner_id=item.owner_id, target=target, action="store.delete")
     _delete_audited(actor=actor, item=item, request=request)
     return True
-
-
-@transaction.atomic
-def store_item_admin_delete(*, actor, namespace: Namespace, key: str, request=None) -> None:
-    """Admin (dashboard): delete one item of any owner; 404 when it is not there."""
-    namespace = namespace_validate(list(namespace))
-    key = key_validate(key)
-    target = item_target(namespace, key)
-    if not roles.is_admin(actor):
-        raise _deny(target, "store.delete", "Only an admin may delete store items here.")
-    item = _locked(namespace_to_path(namespace), key) if namespace else None
-    if item is None:
-        raise NotFound(f"No item {key!r} in {namespace_to_path(namespace) or '(root)'}.")
-    _delete_audited(actor=actor, item=item, request=request)
 
 
 def _delete_audited(*, actor, item: StoreItem, request) -> None:
@@ -176,8 +160,7 @@ def store_clear(*, actor, namespace: Namespace = (), request=None) -> int:
     namespace = namespace_validate(list(namespace), field="namespace")
     path = namespace_to_path(namespace)
     target = f"store:{path}" if path else "store:*"
-    if not roles.is_admin(actor):
-        raise _deny(target, "store.clear", "Only an admin may delete store items.")
+    policy.ensure_admin(actor, target=target, action="store.clear", message="Only an admin may delete store items.")
     deleted, _ = StoreItem.objects.under(namespace).delete()
     audit_record(
         actor=actor,
@@ -196,7 +179,7 @@ def store_ttl_refresh(*, actor, items: list[StoreItem], now=None) -> int:
     else's memories must not keep them alive. One UPDATE, none when no item
     has a TTL.
     """
-    ids = [item.pk for item in items if item.ttl is not None and item.owner_id == actor.pk]
+    ids = [item.pk for item in items if item.ttl is not None and policy.owns(actor, item.owner_id)]
     if not ids:
         return 0
     now = now or timezone.now()

@@ -2,7 +2,8 @@
 
 One function view per page; htmx gets the named partial of the same template.
 Every read goes through selectors (members see their own items only) and
-every delete through services (admins only, audited). Each page costs a fixed
+every delete through services (an item: its owner or an admin, as in the API;
+a subtree: admins; audited). Each page costs a fixed
 number of queries: one per expanded tree level, one count, one page of items.
 """
 
@@ -20,7 +21,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from memoryadmin import params, roles
+from memoryadmin import params, policy
 from memoryadmin.errors import InvalidInput
 
 from . import selectors, services
@@ -132,7 +133,7 @@ def _item_panel(request: HttpRequest, namespace: Namespace) -> dict:
         "has_next": len(rows) > PAGE_SIZE,
         "prev_url": browser_url(namespace, q=data.get("q"), filter=request.GET.get("filter"), page=page - 1) if page > 1 else None,
         "next_url": browser_url(namespace, q=data.get("q"), filter=request.GET.get("filter"), page=page + 1),
-        "can_delete": roles.is_admin(request.user),
+        "can_clear": policy.may_administer(request.user, "store.clear"),
     }
 
 
@@ -175,7 +176,7 @@ def store_item_detail(request: HttpRequest) -> HttpResponse:
         "path": namespace_to_path(namespace),
         "pretty_value": _pretty(item.value),
         "back_url": browser_url(namespace),
-        "can_delete": roles.is_admin(request.user),
+        "can_delete": policy.may_write(request.user, owner_id=item.owner_id, action="store.delete"),
     }
     return render(request, "store_app/item_detail.html", context)
 
@@ -189,7 +190,7 @@ def _done(request: HttpRequest, url: str) -> HttpResponse:
 def store_item_delete(request: HttpRequest) -> HttpResponse:
     namespace = _namespace_param(request.POST)
     key = _key_param(request.POST)
-    services.store_item_admin_delete(actor=request.user, namespace=namespace, key=key, request=request)
+    services.store_item_delete(actor=request.user, namespace=namespace, key=key, request=request, missing_ok=False)
     messages.success(request, f"Deleted {key} from {namespace_to_path(namespace)}.")
     return _done(request, browser_url(namespace))
 

@@ -24,7 +24,7 @@ from django.db.models import Count, Max, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from memoryadmin import roles
+from memoryadmin import policy
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
 from memoryadmin.params import parse_bool
@@ -89,9 +89,11 @@ def _action(action: Any) -> str:
 
 
 def ensure_allowed(actor, action: str) -> None:
-    """Destructive bulk actions are for admins; anyone may export what they can read."""
-    if action in DESTRUCTIVE and not roles.is_admin(actor):
-        raise Forbidden(f"Only an admin may {action} threads in bulk.", target="threads", action=f"bulk.{action}")
+    """Destructive bulk actions are for admins; anyone may export what they can read (memoryadmin.policy)."""
+    if action in DESTRUCTIVE:
+        policy.ensure_admin(
+            actor, target="threads", action=f"bulk.{action}", message=f"Only an admin may {action} threads in bulk."
+        )
 
 
 def selection_threads(*, actor, selection: Selection) -> QuerySet[Thread]:
@@ -185,8 +187,7 @@ def bulk_job_get(*, actor, job_id: int) -> BulkJob:
     job = BulkJob.objects.filter(pk=job_id).first()
     if job is None:
         raise NotFound(f"No bulk job {job_id}.")
-    if not roles.is_admin(actor):
-        raise Forbidden("Only an admin may see bulk jobs.", target=f"bulk:{job_id}", action="bulk.read")
+    policy.ensure_admin(actor, target=f"bulk:{job_id}", action="bulk.read", message="Only an admin may see bulk jobs.")
     return job
 
 
@@ -223,8 +224,7 @@ def bulk_step(*, actor, job_id: int, batch: int = BATCH, request=None) -> BulkJo
     deleted since the preview is skipped. A refusal (the job's admin lost the
     role) fails the job: the batch rolls back and the failure is recorded.
     """
-    if not roles.is_admin(actor):
-        raise Forbidden("Only an admin may run bulk jobs.", target=f"bulk:{job_id}", action="bulk.step")
+    policy.ensure_admin(actor, target=f"bulk:{job_id}", action="bulk.step", message="Only an admin may run bulk jobs.")
     try:
         with transaction.atomic():
             job = BulkJob.objects.select_for_update().filter(pk=job_id).first()
@@ -232,7 +232,7 @@ def bulk_step(*, actor, job_id: int, batch: int = BATCH, request=None) -> BulkJo
                 raise NotFound(f"No bulk job {job_id}.")
             if job.is_finished:
                 return job
-            if job.actor is None or not roles.is_admin(job.actor):
+            if job.actor is None or not policy.may_administer(job.actor, f"bulk.{job.action}"):
                 raise Forbidden("The admin who started this job may no longer run it.", target=f"bulk:{job.pk}", action=f"bulk.{job.action}")
             job.status = BulkJob.Status.RUNNING
             # The filter is applied with the job owner's eyes, as at preview time.

@@ -1,7 +1,7 @@
 """The home dashboard's numbers, scoped to the viewer, in a constant number of queries.
 
 Members see their own threads and items; operators and admins see everything
-(docs/architecture.md, rules A1-A3). Every figure is computed here, in SQL and Python; the template
+(memoryadmin.policy). Every figure is computed here, in SQL and Python; the template
 only draws it (the bar chart is SVG geometry computed below, no chart library).
 """
 
@@ -14,7 +14,7 @@ from django.db.models import Count, Sum, Value
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
-from memoryadmin import roles
+from memoryadmin import policy
 from memoryadmin.selectors import audit_recent
 
 from sessions_app.checkpoints.models import Checkpoint
@@ -110,7 +110,9 @@ def _chart(days: list[date], saves: dict[date, int], rewrites: dict[date, int]) 
 def dashboard_for(*, actor, now: datetime | None = None) -> Dashboard:
     """Counts, recent threads, 14 days of messages saved and rewrites, recent audit events (admins).
 
-    Eight queries for members and operators, nine for admins, whatever the data size.
+    Eight queries for members and operators, nine for admins, whatever the data size,
+    and one statement more when the recent threads include other users' (their
+    titles are message text: one `thread.list` audit event per read window).
     """
     from store_app.models import StoreItem
 
@@ -121,11 +123,8 @@ def dashboard_for(*, actor, now: datetime | None = None) -> Dashboard:
         active=Coalesce(Sum("active_count"), Value(0)),
         archived=Coalesce(Sum("archived_count"), Value(0)),
     )
-    blocks = Block.objects.all()
-    checkpoints = Checkpoint.objects.all()
-    if not roles.can_read_all(actor):
-        blocks = blocks.filter(thread__owner=actor)
-        checkpoints = checkpoints.filter(thread__owner=actor)
+    blocks = policy.restrict(Block.objects.all(), actor, owner_field="thread__owner")
+    checkpoints = policy.restrict(Checkpoint.objects.all(), actor, owner_field="thread__owner")
     today = timezone.localdate(now)
     days = [today - timedelta(days=offset) for offset in range(DAYS - 1, -1, -1)]
     start = timezone.make_aware(datetime.combine(days[0], time.min))
@@ -134,13 +133,18 @@ def dashboard_for(*, actor, now: datetime | None = None) -> Dashboard:
     # every block it archives with one instant, so distinct instants count rewrites exactly.
     saves = _per_day(blocks, "created_at", start, distinct=False)
     rewrites = _per_day(blocks.filter(archived=True), "archived_at", start, distinct=True)
+    recent = list(threads.select_related("owner").order_by("-updated_at", "-id")[:RECENT])
+    policy.record_bulk_read(
+        actor, action="thread.list", kind="threads", rows=recent, filters={"view": "home"},
+        name_of=lambda thread: thread.thread_id,
+    )
     return Dashboard(
         threads=totals["n"],
         active_blocks=totals["active"],
         archived_blocks=totals["archived"],
         checkpoints=checkpoints.count(),
         store_items=StoreItem.objects.visible_to(actor).live(now).count(),
-        recent=list(threads.select_related("owner").order_by("-updated_at", "-id")[:RECENT]),
+        recent=recent,
         activity=_chart(days, saves, rewrites),
         audit=audit_recent(actor=actor),
     )

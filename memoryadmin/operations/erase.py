@@ -30,12 +30,13 @@ from django.db import transaction
 from django.db.models import Count, F
 from django.utils import timezone
 
-from memoryadmin import roles
+from memoryadmin import policy, roles
 from memoryadmin.audit import audit_record
-from memoryadmin.errors import Forbidden, InvalidInput, NotFound
+from memoryadmin.errors import InvalidInput, NotFound
 from memoryadmin.models import ApiKey
 
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
+from sessions_app.checkpoints.removal import checkpoints_remove, thread_checkpoints_remove
 from sessions_app.threads.models import Block, Thread
 from memoryadmin.operations.retention import payload_bytes
 
@@ -52,8 +53,10 @@ def _user(username: Any):
 
 
 def _ensure_admin(actor, username: str) -> None:
-    if actor is not None and not roles.is_admin(actor):
-        raise Forbidden("Only an admin may erase a user's data.", target=f"user:{username}", action="user.erase")
+    """An admin, or the trusted command line (`actor=None`): memoryadmin.policy decides."""
+    policy.ensure_admin(
+        actor, target=f"user:{username}", action="user.erase", message="Only an admin may erase a user's data.", system=True
+    )
 
 
 def _store_items(user):
@@ -122,11 +125,12 @@ def _erase_checkpoints(thread: Thread, receipt: _Receipt, batch: int) -> None:
                 break
             for _, ns, checkpoint_id in rows:
                 receipt.line("checkpoints", thread.thread_id, ns, checkpoint_id)
-            Checkpoint.objects.filter(pk__in=[row[0] for row in rows]).delete()
-        receipt.counts["checkpoints"] += len(rows)
+            removed = checkpoints_remove(Checkpoint.objects.filter(thread=thread, pk__in=[row[0] for row in rows]))
+        receipt.counts["checkpoints"] += removed.checkpoints
+        receipt.counts["pending_writes"] += removed.writes
     with transaction.atomic():
-        writes, _ = CheckpointWrite.objects.filter(thread=thread).delete()
-    receipt.counts["pending_writes"] += writes
+        # Writes of a thread that never had a checkpoint (the batches above found none to go with).
+        receipt.counts["pending_writes"] += thread_checkpoints_remove([thread.pk]).writes
 
 
 def _erase_items(user, receipt: _Receipt, batch: int) -> None:

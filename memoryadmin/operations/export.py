@@ -30,8 +30,8 @@ from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from memoryadmin import roles
-from memoryadmin.audit import audit_foreign_read, audit_record
+from memoryadmin import policy
+from memoryadmin.audit import audit_record
 from memoryadmin.errors import Forbidden, InvalidInput
 
 from sessions_app.checkpoints.selectors import attach_writes, checkpoint_as_dict
@@ -223,8 +223,7 @@ def thread_export(*, actor, thread_id: str, request=None) -> tuple[Thread, Itera
     export of another user's thread is an audit event (`thread.export`).
     """
     thread = thread_get_for_read(actor=actor, thread_id=thread_id, audit=False)
-    if thread.owner_id != actor.pk:
-        audit_foreign_read(actor=actor, owner=thread.owner, target=f"thread:{thread.thread_id}", action="thread.export")
+    policy.record_read(actor, owner=thread.owner, target=f"thread:{thread.thread_id}", action="thread.export")
     return thread, _bundle([thread], exported_by=actor.get_username(), single=True)
 
 
@@ -234,7 +233,7 @@ def threads_export(*, actor, threads: QuerySet[Thread], selection: dict[str, Any
     `threads` must already be limited to what the actor may read; the export is
     one audit event naming the selection and how many threads it held.
     """
-    if not roles.can_read_all(actor) and threads.exclude(owner=actor).exists():
+    if not policy.may_read_all(actor) and threads.exclude(pk__in=policy.restrict(Thread.objects.all(), actor).values("pk")).exists():
         raise Forbidden("A bulk export may only hold your own threads.", target="threads", action="bulk.export")
     total = threads.count()
     if total > BULK_EXPORT_MAX:

@@ -9,11 +9,14 @@ The rules (docs/operations.md, "Retention"):
   every checkpoint, as an admin's release does; the thread and its blocks stay.
 - `keep_checkpoints` N: in every other thread, each checkpoint namespace keeps
   its newest N checkpoints. A checkpoint goes with its pending writes.
-- The parent chain is never left broken: within the same transaction as a
-  deletion, every remaining checkpoint of the touched threads whose parent no
-  longer exists gets an empty parent id (the oldest kept checkpoint becomes the
-  root of what is left). LangGraph reads such a checkpoint as one without a
-  parent, so `get_state_history` simply ends there.
+- Both remove checkpoints through sessions_app/checkpoints/removal.py, the one
+  implementation that release, prune, delete_thread and erase use too: keep-N
+  is LangGraph's prune with N for 1, and a released thread loses its pending
+  writes as a release does. The parent chain is never left broken: within the
+  same transaction as a deletion, every remaining checkpoint of the touched
+  threads whose parent no longer exists gets an empty parent id (the oldest
+  kept checkpoint becomes the root of what is left). LangGraph reads such a
+  checkpoint as one without a parent, so `get_state_history` simply ends there.
 - `purge_archived_days` D: archived blocks archived more than D days ago are
   deleted (active blocks never are; seq numbers are not reused, as the thread
   remembers its highest seq).
@@ -40,17 +43,23 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable
 
 from django.db import transaction
-from django.db.models import BigIntegerField, Case, Count, Exists, F, Func, OuterRef, Q, QuerySet, Sum, Value, When, Window
-from django.db.models.functions import Coalesce, RowNumber
+from django.db.models import BigIntegerField, Case, Count, Exists, F, Func, OuterRef, Q, QuerySet, Sum, Value, When
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from memoryadmin import roles
+from memoryadmin import policy as access  # "policy" names a retention policy here
 from memoryadmin.audit import audit_record
-from memoryadmin.errors import Forbidden, InvalidInput, NotFound
+from memoryadmin.errors import InvalidInput, NotFound
 from memoryadmin.params import parse_int
 
 from memoryadmin.operations.models import RetentionPolicy, RetentionRun
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
+from sessions_app.checkpoints.removal import (
+    checkpoint_writes_of,
+    checkpoints_beyond_newest,
+    checkpoints_keep_newest,
+    checkpoints_remove,
+)
 from sessions_app.threads.models import Block, Thread
 
 DEFAULT_BATCH = 500
@@ -81,9 +90,8 @@ def payload_bytes(*columns: str):
 
 
 def ensure_admin(actor, action: str, target: str = "retention") -> None:
-    """A person must be an admin; `actor=None` is the trusted command line (cron)."""
-    if actor is not None and not roles.is_admin(actor):
-        raise Forbidden("Only an admin may do this.", target=target, action=action)
+    """A person must be an admin; `actor=None` is the trusted command line (cron). memoryadmin.policy decides."""
+    access.ensure_admin(actor, target=target, action=action, system=True)
 
 
 # --- policies ------------------------------------------------------------------------------------
@@ -208,11 +216,9 @@ class Selection:
 
     def excess_checkpoints(self, threads: QuerySet[Thread] | Iterable[int] | None = None) -> QuerySet[Checkpoint]:
         """Checkpoints beyond the newest N of their (thread, namespace), one window query."""
-        ranked = Checkpoint.objects.filter(thread__in=self.pruned_threads if threads is None else threads).annotate(
-            rank=Window(RowNumber(), partition_by=[F("thread_id"), F("checkpoint_ns")], order_by=F("id").desc())
+        return checkpoints_beyond_newest(
+            threads=self.pruned_threads if threads is None else threads, keep=self.policy.keep_checkpoints
         )
-        # The window must be computed before any other filter: select by primary key around it.
-        return Checkpoint.objects.filter(pk__in=ranked.filter(rank__gt=self.policy.keep_checkpoints).values("pk"))
 
 
 def _scope(policy: RetentionPolicy, policies: list[RetentionPolicy]) -> QuerySet[Thread]:
@@ -252,33 +258,32 @@ def _expired_items(now: datetime, days: int):
     )
 
 
-def _writes_of(checkpoints: QuerySet[Checkpoint], threads) -> QuerySet[CheckpointWrite]:
-    """Pending writes belonging to the given checkpoints (keyed by thread, namespace, id)."""
-    return CheckpointWrite.objects.filter(thread__in=threads).filter(
-        Exists(
-            checkpoints.filter(
-                thread=OuterRef("thread"), checkpoint_ns=OuterRef("checkpoint_ns"), checkpoint_id=OuterRef("checkpoint_id")
-            )
-        )
-    )
-
-
-def _checkpoint_impact(checkpoints: QuerySet[Checkpoint], threads) -> tuple[int, int, int, int]:
-    """(checkpoints, distinct threads, pending writes, bytes) of a set of checkpoints: two queries."""
+def _checkpoint_impact(checkpoints: QuerySet[Checkpoint], writes: QuerySet[CheckpointWrite]) -> tuple[int, int, int, int]:
+    """(checkpoints, distinct threads, pending writes, bytes) of checkpoints and the writes going with them: two queries."""
     row = checkpoints.aggregate(
         n=Count("id"), threads=Count("thread_id", distinct=True), size=payload_bytes("checkpoint", "metadata")
     )
-    writes = _writes_of(checkpoints, threads).aggregate(n=Count("id"), size=payload_bytes("value"))
-    return row["n"], row["threads"], writes["n"], row["size"] + writes["size"]
+    written = writes.aggregate(n=Count("id"), size=payload_bytes("value"))
+    return row["n"], row["threads"], written["n"], row["size"] + written["size"]
+
+
+def _measure(checkpoints: QuerySet[Checkpoint], writes: QuerySet[CheckpointWrite]) -> int:
+    """Bytes of what a removal is about to delete (removal.py calls it before deleting)."""
+    size = checkpoints.aggregate(size=payload_bytes("checkpoint", "metadata"))["size"]
+    return size + writes.aggregate(size=payload_bytes("value"))["size"]
 
 
 def _preview_selection(selection: Selection) -> Impact:
     impact = Impact()
     if selection.idle_threads is not None:
-        n, threads, writes, size = _checkpoint_impact(selection.released_checkpoints(), selection.idle_threads)
+        # A released thread loses every checkpoint, so every pending write of it goes (removal.py).
+        n, threads, writes, size = _checkpoint_impact(
+            selection.released_checkpoints(), CheckpointWrite.objects.filter(thread__in=selection.idle_threads)
+        )
         impact.threads_released, impact.checkpoints, impact.pending_writes, impact.bytes = threads, n, writes, size
     if selection.pruned_threads is not None:
-        n, threads, writes, size = _checkpoint_impact(selection.excess_checkpoints(), selection.pruned_threads)
+        excess = selection.excess_checkpoints()
+        n, threads, writes, size = _checkpoint_impact(excess, checkpoint_writes_of(excess, selection.pruned_threads))
         impact.threads_pruned = threads
         impact.checkpoints += n
         impact.pending_writes += writes
@@ -332,44 +337,6 @@ def retention_preview(*, actor=None, now: datetime | None = None) -> RetentionRe
 # --- apply, in batches ---------------------------------------------------------------------------
 
 
-def repair_parents(thread_ids: Iterable[int]) -> int:
-    """Clear the parent id of every checkpoint of these threads whose parent is gone.
-
-    Run in the transaction that deleted checkpoints, so no committed state has a
-    checkpoint pointing at a missing parent.
-    """
-    ids = list(thread_ids)
-    if not ids:
-        return 0
-    parent = Checkpoint.objects.filter(
-        thread=OuterRef("thread"), checkpoint_ns=OuterRef("checkpoint_ns"), checkpoint_id=OuterRef("parent_checkpoint_id")
-    )
-    return (
-        Checkpoint.objects.filter(thread_id__in=ids)
-        .exclude(parent_checkpoint_id="")
-        .exclude(Exists(parent))
-        .update(parent_checkpoint_id="")
-    )
-
-
-def delete_checkpoints(pks: list[int]) -> tuple[int, int, int, set[int]]:
-    """Delete these checkpoints with their pending writes, and repair the parent chain.
-
-    Must run inside a transaction. Returns (checkpoints, writes, bytes, thread ids).
-    """
-    if not pks:
-        return 0, 0, 0, set()
-    chosen = Checkpoint.objects.filter(pk__in=pks)
-    thread_ids = set(chosen.values_list("thread_id", flat=True))
-    size = chosen.aggregate(size=payload_bytes("checkpoint", "metadata"))["size"]
-    writes = _writes_of(chosen, thread_ids)
-    write_row = writes.aggregate(n=Count("id"), size=payload_bytes("value"))
-    writes.delete()
-    deleted, _ = Checkpoint.objects.filter(pk__in=pks).delete()
-    repair_parents(thread_ids)
-    return deleted, write_row["n"], size + write_row["size"], thread_ids
-
-
 class _Stats:
     """Counts batches and tells the caller after each one (the command's --verbose progress)."""
 
@@ -403,11 +370,11 @@ def _apply_release(selection: Selection, impact: Impact, batch: int, clock: _Clo
             pks = list(selection.released_checkpoints().order_by("-pk").values_list("pk", flat=True)[:batch])
             if not pks:
                 break
-            n, writes, size, touched = delete_checkpoints(pks)
-        threads |= touched
-        impact.checkpoints += n
-        impact.pending_writes += writes
-        impact.bytes += size
+            removed = checkpoints_remove(Checkpoint.objects.filter(pk__in=pks), measure=_measure)
+        threads |= removed.threads
+        impact.checkpoints += removed.checkpoints
+        impact.pending_writes += removed.writes
+        impact.bytes += removed.bytes
         stats.tick(impact)
     impact.threads_released += len(threads)
 
@@ -425,14 +392,15 @@ def _apply_keep(selection: Selection, impact: Impact, batch: int, clock: _Clock,
         last_pk = chunk[-1]
         while not clock.out_of_time():
             with transaction.atomic():
-                pks = list(selection.excess_checkpoints(chunk).order_by("pk").values_list("pk", flat=True)[:batch])
-                if not pks:
+                removed = checkpoints_keep_newest(
+                    threads=chunk, keep=selection.policy.keep_checkpoints, limit=batch, measure=_measure
+                )
+                if not removed.checkpoints:
                     break
-                n, writes, size, touched = delete_checkpoints(pks)
-            threads |= touched
-            impact.checkpoints += n
-            impact.pending_writes += writes
-            impact.bytes += size
+            threads |= removed.threads
+            impact.checkpoints += removed.checkpoints
+            impact.pending_writes += removed.writes
+            impact.bytes += removed.bytes
             stats.tick(impact)
     impact.threads_pruned += len(threads)
 
@@ -551,12 +519,15 @@ def retention_apply(
 
 def retention_runs(*, actor, limit: int = 50) -> list[RetentionRun]:
     """The history of applies, newest first (operators and admins)."""
-    if not roles.can_read_all(actor):
-        raise Forbidden("Only operators and admins may see retention runs.", target="retention", action="retention.read")
+    access.ensure_may_read_all(
+        actor, target="retention", action="retention.read", message="Only operators and admins may see retention runs."
+    )
     return list(RetentionRun.objects.order_by("-id")[:limit])
 
 
 def retention_policies(*, actor) -> list[RetentionPolicy]:
-    if not roles.can_read_all(actor):
-        raise Forbidden("Only operators and admins may see retention policies.", target="retention", action="retention.read")
+    """Every policy (operators and admins)."""
+    access.ensure_may_read_all(
+        actor, target="retention", action="retention.read", message="Only operators and admins may see retention policies."
+    )
     return list(RetentionPolicy.objects.select_related("updated_by").order_by("agent_code"))

@@ -14,8 +14,8 @@ the query must occur in the message; PostgreSQL also understands web-search
 syntax ("a phrase", or, -word).
 
 Members search their own threads only; operators and admins search everyone's,
-and such a search is one audit event (`thread.search`) naming the other users'
-threads it showed.
+and such a search is one audit event (`thread.search`) with the count and the
+filter, naming the other users' threads it showed (memoryadmin.policy).
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ from django.db.models.expressions import RawSQL
 from django.urls import reverse
 from django.utils import timezone
 
-from memoryadmin import roles
-from memoryadmin.audit import audit_record
+from memoryadmin import policy
 from memoryadmin.errors import InvalidInput
 from memoryadmin.params import CURSOR_MAX, parse_choice, parse_date
 
@@ -161,14 +160,8 @@ def _match(qs: QuerySet[Block], query: MessageQuery) -> QuerySet[Block]:
 
 def message_search_queryset(*, actor, query: MessageQuery) -> QuerySet[Block]:
     """Blocks matching the query that the actor may read, newest first."""
-    qs = Block.objects.select_related("thread", "thread__owner")
-    if roles.can_read_all(actor):
-        if query.owner:
-            qs = qs.filter(thread__owner__username=query.owner)
-    elif actor is not None and actor.is_authenticated:
-        qs = qs.filter(thread__owner=actor)
-    else:
-        return qs.none()
+    qs = policy.restrict(Block.objects.select_related("thread", "thread__owner"), actor, owner_field="thread__owner")
+    qs = policy.filter_by_owner(qs, actor, query.owner, owner_field="thread__owner")
     if query.agent:
         qs = qs.filter(agent_code=query.agent)
     if query.role:
@@ -236,7 +229,8 @@ def message_search(*, actor, query: MessageQuery, before: int | None = None, lim
     """One page of matching messages, keyset-paginated on the block id: one query at any depth.
 
     An operator's or admin's search that shows other users' messages is one
-    audit event (one INSERT) naming the threads it showed.
+    audit event (one statement) with the count and the filter, naming the
+    threads it showed; the same page asked again within the read window adds none.
     """
     if not query.words:
         return SearchPage()
@@ -247,13 +241,13 @@ def message_search(*, actor, query: MessageQuery, before: int | None = None, lim
     blocks = rows[:limit]
     words = query.words
     hits = [Hit(block, *snippet(block.content, words)) for block in blocks]
-    foreign = sorted({block.thread.thread_id for block in blocks if block.thread.owner_id != actor.pk})
-    if foreign:
-        audit_record(
-            actor=actor,
-            action="thread.search",
-            target="search",
-            detail={"query": query.as_params(), "results": len(blocks), "threads": foreign[:50]},
-            request=request,
-        )
+    policy.record_bulk_read(
+        actor,
+        action="thread.search",
+        kind="search",
+        rows=blocks,
+        filters={**query.as_params(), "before": before, "limit": limit},
+        owner_id_of=lambda block: block.thread.owner_id,
+        name_of=lambda block: block.thread.thread_id,
+    )
     return SearchPage(hits=hits, older=blocks[-1].pk if len(rows) > limit else None)

@@ -14,8 +14,8 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from memoryadmin import params, roles
-from memoryadmin.errors import Forbidden, InvalidInput
+from memoryadmin import params, policy
+from memoryadmin.errors import InvalidInput
 
 from memoryadmin.operations import bulk, dashboard, erase, export, retention, search
 from sessions_app.threads import selectors
@@ -122,7 +122,7 @@ def _retention_context(request: HttpRequest, **extra) -> dict:
     return {
         "policies": retention.retention_policies(actor=request.user),
         "runs": retention.retention_runs(actor=request.user, limit=20),
-        "can_edit": roles.is_admin(request.user),
+        "can_edit": policy.may_administer(request.user, "retention.policy_save"),
         "edit": None,
         "errors": {},
         **extra,
@@ -182,8 +182,7 @@ def retention_apply(request: HttpRequest) -> HttpResponse:
 @login_required
 def user_erase(request: HttpRequest) -> HttpResponse:
     """Admin: preview a user's data, then erase it after the username is typed again."""
-    if not roles.is_admin(request.user):
-        raise Forbidden("Only an admin may erase a user's data.", target="erase", action="user.erase")
+    policy.ensure_admin(request.user, target="erase", action="user.erase", message="Only an admin may erase a user's data.")
     username = (request.POST.get("username") or request.GET.get("username") or "").strip()
     context: dict = {"username": username}
     if request.method == "POST":

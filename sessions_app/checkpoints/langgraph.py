@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import Case, Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Coalesce
 
+from memoryadmin import policy
 from memoryadmin.errors import NotFound
 
 from ..threads.models import Thread
@@ -271,7 +272,11 @@ def thread_search(
     sort_by: str = "created_at",
     sort_order: str = "desc",
 ) -> list[dict[str, Any]]:
-    """LangGraph's `POST /threads/search` over the threads the actor may see (constant queries)."""
+    """LangGraph's `POST /threads/search` over the threads the actor may see (constant queries).
+
+    The answer holds each thread's values: when it shows other users' threads, it
+    is one audit event with the count and the filter (memoryadmin.policy).
+    """
     qs = threads_with_status(Thread.objects.visible_to(actor).select_related("owner"))
     if ids:
         qs = qs.filter(thread_id__in=ids)
@@ -285,6 +290,14 @@ def thread_search(
         threads = _apply_exact(qs, "metadata", metadata or {}, offset + limit)[offset:]
     else:
         threads = list(qs[offset : offset + limit])
+    filters = {
+        "metadata": metadata, "ids": ids, "status": status, "limit": limit, "offset": offset,
+        "sort_by": sort_by, "sort_order": sort_order,
+    }
+    policy.record_bulk_read(
+        actor, action="thread.list", kind="threads/search", rows=threads, filters=filters,
+        name_of=lambda thread: thread.thread_id,
+    )
     return threads_as_langgraph(threads)
 
 

@@ -6,17 +6,17 @@ import uuid
 from typing import Any, Iterable
 
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, Max
 
-from memoryadmin import roles
+from memoryadmin import policy
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Conflict, InvalidInput
 
 from sessions_app.checkpoints.selectors import checkpoint_as_dict, checkpoints_of
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
+from sessions_app.checkpoints.removal import checkpoints_keep_newest, checkpoints_remove, thread_checkpoints_remove
 from sessions_app.threads.models import Thread
-from sessions_app.threads.selectors import thread_get_for_admin, thread_get_for_owner_or_admin, thread_get_for_read, thread_id_validate
-from sessions_app.checkpoints.services import RUN_ID_MAX, _deny, _ensure_may_write, _json_field_value, _json_object, _same_checkpoint, _thread_for_write, _touch
+from sessions_app.threads.selectors import thread_get_for_read, thread_get_for_write, thread_id_validate
+from sessions_app.checkpoints.services import RUN_ID_MAX, _ensure_may_write, _json_field_value, _json_object, _thread_for_write, _touch
 
 
 MAX_THREADS_PER_CALL = 1000
@@ -28,10 +28,9 @@ def checkpoint_release(*, actor, thread_id: str, request=None) -> dict[str, Any]
     The saver's release (docs/checkpoints.md, rule C5): the answer is the tag
     `{thread_id, checkpoints}` of what was removed, newest first. The thread and its blocks stay.
     """
-    thread = thread_get_for_admin(actor=actor, thread_id=thread_id, action="checkpoint.release", lock=True)
+    thread = thread_get_for_write(actor=actor, thread_id=thread_id, action="checkpoint.release", lock=True)
     released = [checkpoint_as_dict(row, thread=thread) for row in checkpoints_of(thread)]
-    Checkpoint.objects.filter(thread=thread).delete()
-    CheckpointWrite.objects.filter(thread=thread).delete()
+    thread_checkpoints_remove([thread.pk])
     _touch(thread)
     audit_record(
         actor=actor,
@@ -49,10 +48,8 @@ def checkpoint_delete_thread(*, actor, thread_id: str, request=None) -> int:
     The owner or an admin; the thread itself (and its blocks) stays. Returns how
     many checkpoints were removed.
     """
-    thread = thread_get_for_owner_or_admin(actor=actor, thread_id=thread_id, action="checkpoint.delete_thread", lock=True)
-    count = Checkpoint.objects.filter(thread=thread).count()
-    Checkpoint.objects.filter(thread=thread).delete()
-    CheckpointWrite.objects.filter(thread=thread).delete()
+    thread = thread_get_for_write(actor=actor, thread_id=thread_id, action="checkpoint.delete_thread", lock=True)
+    count = thread_checkpoints_remove([thread.pk]).checkpoints
     _touch(thread)
     audit_record(
         actor=actor,
@@ -83,8 +80,10 @@ def checkpoint_prune(*, actor, thread_ids: Iterable[str], strategy: Any = "keep_
     """LangGraph's prune: keep only the latest checkpoint of each namespace, or delete them all.
 
     Threads that do not exist are skipped (as LangGraph's savers do); a thread
-    the actor may not delete (another member's, or any for an operator) is a 403
-    and nothing is pruned. The latest checkpoint keeps its pending writes.
+    the actor may not prune (another member's, or any for an operator) is a 403
+    and nothing is pruned. keep_latest is retention's "keep the newest N" with
+    N = 1 (sessions_app/checkpoints/removal.py): the latest checkpoint keeps its
+    pending writes, and a kept checkpoint whose parent went becomes a root.
     """
     if strategy is None:
         strategy = "keep_latest"
@@ -96,23 +95,12 @@ def checkpoint_prune(*, actor, thread_ids: Iterable[str], strategy: Any = "keep_
     _ensure_may_write(actor, ids[0] if ids else "", "checkpoint.prune")
     threads = list(Thread.objects.select_for_update().filter(thread_id__in=ids).order_by("pk"))
     for thread in threads:
-        if not (roles.is_admin(actor) or thread.owner_id == actor.pk):
-            raise _deny(thread.thread_id, "checkpoint.prune", "This thread belongs to another user.")
-    qs = Checkpoint.objects.filter(thread__in=threads)
-    writes = CheckpointWrite.objects.filter(thread__in=threads)
+        policy.ensure_may_write(actor, owner_id=thread.owner_id, target=f"thread:{thread.thread_id}", action="checkpoint.prune")
+    pks = [thread.pk for thread in threads]
     if strategy == "keep_latest":
-        keep = list(
-            Checkpoint.objects.filter(thread__in=threads)
-            .values("thread", "checkpoint_ns")
-            .annotate(latest=Max("id"))
-            .values_list("latest", flat=True)
-        )
-        qs = qs.exclude(pk__in=keep)
-        # The kept checkpoints keep their writes; every other write of these threads goes.
-        writes = writes.exclude(Exists(Checkpoint.objects.filter(pk__in=keep).filter(_same_checkpoint())))
-    removed = qs.count()
-    writes.delete()
-    qs.delete()
+        removed = checkpoints_keep_newest(threads=pks, keep=1).checkpoints
+    else:
+        removed = thread_checkpoints_remove(pks).checkpoints
     if threads:
         audit_record(
             actor=actor,
@@ -142,11 +130,9 @@ def checkpoint_delete_for_runs(*, actor, run_ids: Any, request=None) -> int:
     _ensure_may_write(actor, "", "checkpoint.delete_for_runs")
     if not ids:
         return 0
-    qs = Checkpoint.objects.filter(thread__owner=actor, run_id__in=ids)
-    removed = qs.count()
+    mine = policy.restrict(Checkpoint.objects.all(), actor, "checkpoint.delete_for_runs", owner_field="thread__owner")
+    removed = checkpoints_remove(mine.filter(run_id__in=ids)).checkpoints
     if removed:
-        CheckpointWrite.objects.filter(thread__owner=actor).filter(Exists(qs.filter(_same_checkpoint()))).delete()
-        qs.delete()
         audit_record(
             actor=actor,
             action="checkpoint.delete_for_runs",

@@ -13,10 +13,9 @@ parent ids, pending writes idempotent per (task_id, idx) with the special
 channels (error, interrupt, ...) upserted, delete_thread across namespaces,
 copy_thread, prune, delete_for_runs.
 
-Ownership (docs/checkpoints.md, "Ownership"; docs/architecture.md, rules A1-A3): only a
-thread's owner writes checkpoints into it;
-operators write nothing; admins may release, prune or delete another user's
-checkpoints but never write content into them.
+Ownership (memoryadmin.policy decides): only a thread's owner writes
+checkpoints into it; operators write nothing; admins may release, prune or
+delete another user's checkpoints but never write content into them.
 """
 
 from __future__ import annotations
@@ -29,8 +28,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import JSONField, OuterRef, Q, Value
 from django.utils import timezone
 
-from memoryadmin import roles
-from memoryadmin.errors import Forbidden, InvalidInput, NotFound, PreconditionFailed
+from memoryadmin import policy
+from memoryadmin.errors import InvalidInput, NotFound, PreconditionFailed
 from memoryadmin.jsoncheck import text_storable
 
 from sessions_app.checkpoints.langgraph import is_langgraph_checkpoint, next_nodes, nodes_run
@@ -152,19 +151,14 @@ def _run_id(metadata: dict[str, Any]) -> str:
 # --- ownership ---------------------------------------------------------------------------------
 
 
-def _deny(thread_id: str, action: str, message: str) -> Forbidden:
-    return Forbidden(message, target=f"thread:{thread_id}", action=action)
-
-
 def _ensure_may_write(actor, thread_id: str, action: str) -> None:
-    if roles.is_operator(actor):
-        raise _deny(thread_id, action, "Operators have read-only access.")
+    """Before anything is read: whether the actor may do `action` to a thread of their own (operators may not)."""
+    policy.ensure_may_write(actor, owner_id=None, target=f"thread:{thread_id}", action=action)
 
 
 def _ensure_owner(actor, thread: Thread, action: str) -> None:
     """Only the owner writes content into a thread: not another member, not an admin."""
-    if thread.owner_id != actor.pk:
-        raise _deny(thread.thread_id, action, "This thread belongs to another user.")
+    policy.ensure_may_write(actor, owner_id=thread.owner_id, target=f"thread:{thread.thread_id}", action=action)
 
 
 def _thread_for_write(*, actor, thread_id: str, action: str, create: bool) -> tuple[Thread, bool]:

@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from memoryadmin import roles
+from memoryadmin import policy
 
 from sessions_app.checkpoints import selectors as cs
 from sessions_app.threads.selectors import thread_get_for_read
@@ -79,7 +79,7 @@ def checkpoint_timeline(request: HttpRequest, thread_id: str) -> HttpResponse:
         "detail": detail,
         "ns": ALL_NAMESPACES if checkpoint_ns is None else checkpoint_ns,
         "all_namespaces": ALL_NAMESPACES,
-        "can_release": roles.is_admin(request.user),
+        "can_release": policy.may_write(request.user, owner_id=timeline.thread.owner_id, action="checkpoint.release"),
         "compare": compare,
         **comparison,
     }

@@ -9,7 +9,7 @@ from django.apps import apps
 from django.db import models
 from django.utils import timezone
 
-from memoryadmin import roles
+from memoryadmin import policy
 
 # "search" is reserved: /threads/search is LangGraph's search action, so a thread of that
 # name could be written (its agent-state) but never read, patched or deleted.
@@ -19,12 +19,8 @@ TITLE_MAX = 50
 
 class ThreadQuerySet(models.QuerySet):
     def visible_to(self, user) -> "ThreadQuerySet":
-        """Members see their own threads; operators and admins see every thread."""
-        if roles.can_read_all(user):
-            return self
-        if user is None or not user.is_authenticated:
-            return self.none()
-        return self.filter(owner=user)
+        """Members see their own threads; operators and admins see every thread (memoryadmin.policy)."""
+        return policy.restrict(self, user)
 
 
 class Thread(models.Model):

@@ -1,4 +1,4 @@
-"""Reads of threads and blocks. Each takes the acting user: ownership is decided here."""
+"""Reads of threads and blocks. Each takes the acting user; memoryadmin.policy decides what they may read."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ import orjson
 from django.db import connection
 from django.db.models import Q, QuerySet
 
-from memoryadmin import roles
-from memoryadmin.audit import audit_foreign_read
-from memoryadmin.errors import Forbidden, InvalidInput, NotFound
+from memoryadmin import policy
+from memoryadmin.errors import InvalidInput, NotFound
 from memoryadmin.params import parse_choice
 
 from .models import THREAD_ID_RE, Block, Thread
@@ -41,30 +40,25 @@ def _thread_get(thread_id: str, *, lock: bool = False) -> Thread:
     return thread
 
 
-def _deny(thread: Thread, action: str, message: str) -> Forbidden:
-    return Forbidden(message, target=f"thread:{thread.thread_id}", action=action)
-
-
 def thread_get_for_read(*, actor, thread_id: str, audit: bool = True) -> Thread:
-    """The thread if the actor owns it or reads everything (operator, admin); else 403.
+    """The thread if the policy lets the actor read it (its owner, an operator or an admin); else 403.
 
     An operator's or admin's read of another user's thread is an audit event
-    (one INSERT); `audit=False` when the caller records a more specific one.
+    (one statement, one event per window: memoryadmin.policy.record_read);
+    `audit=False` when the caller records a more specific one.
     """
     thread = _thread_get(thread_id)
-    if thread.owner_id != actor.pk:
-        if not roles.can_read_all(actor):
-            raise _deny(thread, "thread.read", "This thread belongs to another user.")
-        if audit:
-            audit_foreign_read(actor=actor, owner=thread.owner, target=f"thread:{thread.thread_id}")
+    target = f"thread:{thread.thread_id}"
+    policy.ensure_may_read(actor, owner_id=thread.owner_id, target=target, action="thread.read")
+    if audit:
+        policy.record_read(actor, owner=thread.owner, target=target)
     return thread
 
 
-def thread_get_for_admin(*, actor, thread_id: str, action: str, lock: bool = False) -> Thread:
-    """The thread for an admin-only action (clear, release, purge)."""
+def thread_get_for_write(*, actor, thread_id: str, action: str, lock: bool = False) -> Thread:
+    """The thread, if the policy lets the actor do `action` to it (clear, delete, release, prune...); else 403."""
     thread = _thread_get(thread_id, lock=lock)
-    if not roles.is_admin(actor):
-        raise _deny(thread, action, "Only an admin may do this.")
+    policy.ensure_may_write(actor, owner_id=thread.owner_id, target=f"thread:{thread.thread_id}", action=action)
     return thread
 
 
@@ -87,20 +81,6 @@ def etag_matches(if_match: str, etag: str | None) -> bool:
     return "*" in tags or etag in tags
 
 
-def thread_may_delete(*, actor, thread: Thread) -> bool:
-    """The owner (unless an operator, who writes nothing) or an admin."""
-    if roles.is_admin(actor):
-        return True
-    return thread.owner_id == actor.pk and not roles.is_operator(actor)
-
-
-def thread_get_for_owner_or_admin(*, actor, thread_id: str, action: str, lock: bool = False) -> Thread:
-    thread = _thread_get(thread_id, lock=lock)
-    if not thread_may_delete(actor=actor, thread=thread):
-        raise _deny(thread, action, "Only the thread's owner or an admin may do this.")
-    return thread
-
-
 def thread_list(
     *, actor, q: str = "", agent_code: str = "", owner: str = ""
 ) -> QuerySet[Thread]:
@@ -111,9 +91,15 @@ def thread_list(
         qs = qs.filter(Q(title__icontains=q) | Q(thread_id__icontains=q) | Q(agent_code__icontains=q))
     if agent_code:
         qs = qs.filter(agent_code=agent_code)
-    if owner and roles.can_read_all(actor):
-        qs = qs.filter(owner__username=owner)
+    qs = policy.filter_by_owner(qs, actor, owner)
     return qs.order_by("-updated_at", "-id")
+
+
+def thread_list_audit(*, actor, threads, filters: dict) -> None:
+    """A page of `thread_list` shown: one audit event when it held other users' threads (memoryadmin.policy)."""
+    policy.record_bulk_read(
+        actor, action="thread.list", kind="threads", rows=threads, filters=filters, name_of=lambda thread: thread.thread_id
+    )
 
 
 def thread_agent_codes(*, actor) -> list[str]:

@@ -19,15 +19,15 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from memoryadmin import roles
+from memoryadmin import policy
 from memoryadmin.audit import audit_record
-from memoryadmin.errors import Forbidden, InvalidInput, PreconditionFailed
+from memoryadmin.errors import InvalidInput, PreconditionFailed
 from memoryadmin.jsoncheck import json_storage_problem
 from memoryadmin.metrics import BLOCK_APPEND, BLOCK_ARCHIVE_WRITE, BLOCK_PERSIST_FAIL, BLOCK_TRUNCATE
 
 from sessions_app.threads.messages import ContextHasher, ParsedMessage, parse_message
 from .models import TITLE_MAX, Block, Thread, thread_rows_delete
-from sessions_app.threads.selectors import etag_matches, thread_etag, thread_get_for_admin, thread_get_for_owner_or_admin, thread_id_validate
+from sessions_app.threads.selectors import etag_matches, thread_etag, thread_get_for_write, thread_id_validate
 
 AGENT_CODE_MAX = 64
 
@@ -124,18 +124,13 @@ def _title_from(parsed: list[ParsedMessage]) -> str:
 
 
 def _ensure_writer(actor, thread: Thread) -> None:
-    """Only a thread's owner writes to it: not another member, not an operator, not an admin."""
-    if thread.owner_id != actor.pk:
-        raise Forbidden(
-            "This thread belongs to another user.", target=f"thread:{thread.thread_id}", action="thread.write"
-        )
+    """Only a thread's owner writes to it: not another member, not an operator, not an admin (memoryadmin.policy)."""
+    policy.ensure_may_write(actor, owner_id=thread.owner_id, target=f"thread:{thread.thread_id}", action="thread.write")
 
 
 def _ensure_can_write_at_all(actor, thread_id: str) -> None:
-    if roles.is_operator(actor):
-        raise Forbidden(
-            "Operators have read-only access.", target=f"thread:{thread_id}", action="thread.write"
-        )
+    """Before anything is read: whether the actor may write a thread of their own (operators may not)."""
+    policy.ensure_may_write(actor, owner_id=None, target=f"thread:{thread_id}", action="thread.write")
 
 
 def _lock_or_create(*, thread_id: str, actor, agent_code: str) -> tuple[Thread, bool]:
@@ -284,8 +279,8 @@ def _append_in_one_statement(
     if row is None:
         return None
     pk, owner_id, old_agent_code, last_seq, rewrite_count, active_count, updated_at, untitled, position, head = row
-    if owner_id != actor.pk:
-        return None
+    if not policy.may_write(actor, owner_id=owner_id, action="thread.write"):
+        return None  # the locked path refuses it, with the refusal's audit detail
     if if_match is not None:
         read = Thread(
             pk=pk, last_seq=last_seq, rewrite_count=rewrite_count, updated_at=updated_at, agent_code=old_agent_code
@@ -433,7 +428,7 @@ def _save(*, actor, thread_id, agent_code, context, extra_state, extra_state_giv
 @transaction.atomic
 def thread_clear(*, actor, thread_id: str, request=None) -> dict[str, int]:
     """Admin: archive every active block and drop extra_state. Nothing is deleted."""
-    thread = thread_get_for_admin(actor=actor, thread_id=thread_id, action="thread.clear", lock=True)
+    thread = thread_get_for_write(actor=actor, thread_id=thread_id, action="thread.clear", lock=True)
     before = {"active_blocks": thread.active_count, "archived_blocks": thread.archived_count}
     thread.rewrite_count += 1
     archived = Block.objects.filter(thread=thread, archived=False).update(
@@ -458,7 +453,7 @@ def thread_clear(*, actor, thread_id: str, request=None) -> dict[str, int]:
 @transaction.atomic
 def thread_delete(*, actor, thread_id: str, request=None) -> dict[str, int]:
     """Owner or admin: remove the thread with its blocks (and everything else it holds)."""
-    thread = thread_get_for_owner_or_admin(actor=actor, thread_id=thread_id, action="thread.delete", lock=True)
+    thread = thread_get_for_write(actor=actor, thread_id=thread_id, action="thread.delete", lock=True)
     counts = {"active": thread.active_count, "archived": thread.archived_count}
     owner_name = thread.owner.get_username()
     thread_rows_delete(thread)

@@ -16,7 +16,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from memoryadmin import params, roles
+from memoryadmin import params, policy
 
 from sessions_app.threads import selectors, services
 
@@ -36,6 +36,9 @@ def thread_list(request: HttpRequest) -> HttpResponse:
     # Fetch one row more than shown to know whether a next page exists, without a COUNT.
     offset = (page - 1) * PAGE_SIZE
     rows = list(threads[offset : offset + PAGE_SIZE + 1])
+    selectors.thread_list_audit(
+        actor=request.user, threads=rows[:PAGE_SIZE], filters={"q": q, "agent": agent_code, "owner": owner, "page": page}
+    )
     context = {
         "threads": rows[:PAGE_SIZE],
         "has_next": len(rows) > PAGE_SIZE,
@@ -86,8 +89,8 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
         "tab": tab,
         "tabs": TABS,
         "order": order,
-        "can_delete": selectors.thread_may_delete(actor=request.user, thread=thread),
-        "can_clear": roles.is_admin(request.user),
+        "can_delete": policy.may_write(request.user, owner_id=thread.owner_id, action="thread.delete"),
+        "can_clear": policy.may_write(request.user, owner_id=thread.owner_id, action="thread.clear"),
     }
     if tab == "state":
         context["extra_state_json"] = (

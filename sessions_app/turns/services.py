@@ -17,7 +17,7 @@ shares it:
   human feedback, a new answer replaces it).
 
 Writes are the owner's only (not another member's, nor an operator's, nor an
-admin's: docs/turns.md, rule T6); reads follow the thread's read rules.
+admin's: memoryadmin.policy); reads follow the thread's read rules.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from memoryadmin import roles
-from memoryadmin.errors import Conflict, Forbidden, InvalidInput, NotFound
+from memoryadmin import policy
+from memoryadmin.errors import Conflict, InvalidInput, NotFound
 from memoryadmin_client.context import DEFAULT_MIN_SCORE, build_context
 from store_app.namespaces import namespace_from_path, namespace_validate
 from store_app.selectors import store_item_search, store_search_validate
@@ -89,11 +89,7 @@ def _thread_for_write(*, actor, thread_id: str, action: str) -> Thread:
     thread = Thread.objects.select_for_update().filter(thread_id=thread_id).first()
     if thread is None:
         raise NotFound(f"Thread {thread_id!r} does not exist.")
-    target = f"thread:{thread.thread_id}"
-    if roles.is_operator(actor):
-        raise Forbidden("Operators have read-only access.", target=target, action=action)
-    if thread.owner_id != actor.pk:
-        raise Forbidden("This thread belongs to another user.", target=target, action=action)
+    _ensure_may_write(actor, thread, action)
     return thread
 
 
@@ -130,11 +126,8 @@ def turn_begin(*, actor, thread_id: str, question: Any) -> Turn | None:
 
 
 def _ensure_may_write(actor, thread: Thread, action: str) -> None:
-    target = f"thread:{thread.thread_id}"
-    if roles.is_operator(actor):
-        raise Forbidden("Operators have read-only access.", target=target, action=action)
-    if thread.owner_id != actor.pk:
-        raise Forbidden("This thread belongs to another user.", target=target, action=action)
+    """Turns are written by the thread's owner only (memoryadmin.policy)."""
+    policy.ensure_may_write(actor, owner_id=thread.owner_id, target=f"thread:{thread.thread_id}", action=action)
 
 
 @dataclass(frozen=True)

@@ -6,19 +6,23 @@ import csv
 import inspect
 import io
 import json
+from datetime import timedelta
+from unittest import mock
 
 import pytest
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from memoryadmin import audit
 from memoryadmin.audit import audit_record
 from memoryadmin.models import AuditEvent, AuditLogIsAppendOnly
 
 from ..conftest import login_client
-from .helpers import save, turns
+from .helpers import checkpoints, save, store_item, turns
 
 pytestmark = pytest.mark.django_db
 
@@ -82,6 +86,7 @@ def test_an_operator_reading_a_thread_page_is_one_event(client, alice, operator)
     assert event.detail == {"owner": "alice", "path": "/threads/t1/"}
 
 
+@override_settings(MEMORYADMIN_AUDIT_READ_WINDOW_SECONDS=0)
 def test_every_api_read_of_another_users_thread_is_recorded(alice, admin_api):
     save(alice, "t1", turns(2))
     for path in ("/api/v1/threads/t1", "/api/v1/threads/t1/agent-state", "/api/v1/threads/t1/messages"):
@@ -108,6 +113,123 @@ def test_recording_a_read_costs_exactly_one_insert(alice, operator_api):
         assert operator_api.get("/api/v1/threads/t1/agent-state").status_code == 200
     audit_sql = [q["sql"] for q in captured.captured_queries if "memoryadmin_auditevent" in q["sql"]]
     assert len(audit_sql) == 1 and audit_sql[0].lstrip().upper().startswith("INSERT")
+
+
+# --- quiet: one event per person, action and target within the read window ------------------------
+
+
+def test_an_open_thread_tab_is_one_read_event_per_window(client, alice, operator):
+    save(alice, "t1", turns(4))
+    checkpoints(alice, "t1", 2)
+    login_client(client, operator)
+    fragments = ["/threads/t1/", "/threads/t1/?tab=archived", "/threads/t1/?tab=state", "/threads/t1/checkpoints/"]
+    for _ in range(5):  # a tab polling its fragments: 20 reads
+        for path in fragments:
+            assert client.get(path, HTTP_HX_REQUEST="true").status_code == 200
+    event = events("thread.read").get()
+    assert (event.actor_name, event.target, event.detail["owner"]) == ("olivia", "thread:t1", "alice")
+    # Once the window has passed, the next read is an event again.
+    later = timezone.now() + timedelta(seconds=301)
+    with mock.patch("memoryadmin.audit.timezone.now", return_value=later):
+        client.get("/threads/t1/")
+    assert events("thread.read").count() == 2
+
+
+def test_the_window_keeps_people_and_threads_apart(alice, operator_api, admin_api):
+    save(alice, "t1", turns(2))
+    save(alice, "t2", turns(2))
+    for client in (operator_api, admin_api, operator_api):
+        client.get("/api/v1/threads/t1/agent-state")
+    operator_api.get("/api/v1/threads/t2/messages")
+    seen = sorted(events("thread.read").values_list("actor_name", "target"))
+    assert seen == [("adam", "thread:t1"), ("olivia", "thread:t1"), ("olivia", "thread:t2")]
+
+
+@override_settings(MEMORYADMIN_AUDIT_READ_WINDOW_SECONDS=60)
+def test_the_window_is_the_setting(alice, operator_api):
+    save(alice, "t1", turns(2))
+    t0 = timezone.now()
+    for seconds in (0, 30, 61):  # the read at 30 s falls in the first one's window, the one at 61 s does not
+        with mock.patch("memoryadmin.audit.timezone.now", return_value=t0 + timedelta(seconds=seconds)):
+            operator_api.get("/api/v1/threads/t1")
+    assert events("thread.read").count() == 2
+
+
+def test_the_window_defaults_to_300_seconds():
+    from django.conf import settings
+
+    assert settings.MEMORYADMIN_AUDIT_READ_WINDOW_SECONDS == 300
+
+
+# --- bulk reads: one event with the count and the filter -------------------------------------------
+
+
+def test_listing_other_users_threads_is_one_event_with_count_and_filter(alice, bob, operator_api, alice_api):
+    for i in range(3):
+        save(alice, f"a{i}", turns(2))
+    save(bob, "b1", turns(2))
+    alice_api.get("/api/v1/threads")
+    assert not events("thread.list").exists()  # a member lists her own threads only
+    assert operator_api.get("/api/v1/threads?owner=alice&q=a").status_code == 200
+    event = events("thread.list").get()
+    assert event.target == "threads?owner=alice&q=a"
+    assert event.detail["count"] == 3 and event.detail["filter"] == {"owner": "alice", "q": "a"}
+    assert event.detail["threads"] == ["a0", "a1", "a2"]
+    operator_api.get("/api/v1/threads?owner=alice&q=a")  # the same page again: no new event
+    operator_api.get("/api/v1/threads")  # another filter: one more
+    assert events("thread.list").count() == 2
+
+
+def test_langgraphs_thread_search_with_values_is_one_event(alice, admin_api):
+    checkpoints(alice, "a1", 2)
+    checkpoints(alice, "a2", 1)
+    assert len(admin_api.post("/api/v1/threads/search", {"limit": 5}, format="json").json()) == 2
+    event = events("thread.list").get()
+    assert event.target.startswith("threads/search?") and event.detail["count"] == 2
+    assert event.detail["filter"]["limit"] == 5
+
+
+def test_the_dashboards_lists_are_audited_like_the_api(client, alice, operator):
+    save(alice, "a1", turns(2))
+    login_client(client, operator)
+    client.get("/threads/")
+    client.get("/")
+    assert sorted(events("thread.list").values_list("target", flat=True)) == ["threads?page=1", "threads?view=home"]
+
+
+def test_store_reads_of_other_users_items_are_audited(alice, alice_api, operator_api):
+    store_item(alice, ["users", "alice"], "k1")
+    store_item(alice, ["users", "alice"], "k2")
+    alice_api.get("/api/v1/store/items", {"namespace": "users.alice", "key": "k1"})
+    alice_api.post("/api/v1/store/items/search", {"namespace_prefix": ["users"]}, format="json")
+    assert not AuditEvent.objects.exists()  # the owner's own reads leave no event
+    assert operator_api.get("/api/v1/store/items", {"namespace": "users.alice", "key": "k1"}).status_code == 200
+    read = events("store.read").get()
+    assert (read.target, read.detail["owner"]) == ("store:users.alice/k1", "alice")
+    found = operator_api.post("/api/v1/store/items/search", {"namespace_prefix": ["users"], "query": "k2"}, format="json")
+    assert len(found.json()["items"]) >= 1
+    search = events("store.search").get()
+    assert search.detail["count"] == len(found.json()["items"])
+    assert search.detail["filter"]["namespace_prefix"] == "users" and search.detail["filter"]["query"] == "k2"
+
+
+# --- refusals on ownership name the owner ---------------------------------------------------------
+
+
+def test_a_write_to_a_taken_thread_id_names_the_owner_and_recommends_server_ids(alice, bob_api, operator_api):
+    save(alice, "t1", turns(2))
+    response = bob_api.put("/api/v1/threads/t1/agent-state", {"agent_code": "bot", "context": turns(1)}, format="json")
+    assert response.status_code == 403
+    detail = response.json()["detail"]
+    assert "'t1' is taken" in detail and "POST /api/v1/threads without a thread_id" in detail
+    assert "alice" not in detail  # the answer does not tell who owns it; the audit log does
+    event = events("access.denied").get()
+    assert event.actor_name == "bob" and event.target == "thread:t1"
+    assert (event.detail["actor"], event.detail["owner"]) == ("bob", "alice")
+    # A refusal on role is not about ownership: it names no owner.
+    assert operator_api.post("/api/v1/threads/t1/clear").status_code == 403
+    event = events("access.denied").get(actor_name="olivia")
+    assert "owner" not in event.detail and event.detail["reason"] == "Operators have read-only access."
 
 
 def test_a_members_refused_read_is_a_denial_not_a_read(alice, bob_api):

@@ -125,13 +125,22 @@ def test_the_owner_overwrites_and_deletes_their_own_item(bob_api, bobs_item):
     assert bob_api.delete(ITEMS, {"namespace": ["users", "bob", "prefs"], "key": "theme"}, format="json").status_code == 204
 
 
-def test_a_member_may_take_a_key_whose_item_expired(alice_api, bob):
+def test_a_key_whose_item_expired_stays_its_owners(alice_api, bob, bob_api):
     services.store_item_put(
-        actor=bob, namespace=["shared"], key="k", value={}, ttl=1, now=timezone.now() - timedelta(hours=1)
+        actor=bob, namespace=["shared"], key="k", value={"by": "bob"}, ttl=1, now=timezone.now() - timedelta(hours=1)
     )
+    assert alice_api.get(ITEMS, {"namespace": "shared", "key": "k"}).json() is None  # expired: gone for every read
     response = alice_api.put(ITEMS, {"namespace": ["shared"], "key": "k", "value": {"by": "alice"}}, format="json")
-    assert response.status_code == 204
-    assert StoreItem.objects.get().owner.username == "alice"
+    assert response.status_code == 403
+    assert "the key is taken" in response.json()["detail"]
+    item = StoreItem.objects.get()
+    assert (item.owner.username, item.value) == ("bob", {"by": "bob"})
+    event = AuditEvent.objects.get(action="access.denied", target="store:shared/k")
+    assert (event.actor_name, event.detail["actor"], event.detail["owner"]) == ("alice", "alice", "bob")
+    # The owner takes it up again: a new item at the same key.
+    assert bob_api.put(ITEMS, {"namespace": ["shared"], "key": "k", "value": {"by": "bob again"}}, format="json").status_code == 204
+    item.refresh_from_db()
+    assert item.value == {"by": "bob again"} and item.expires_at is None
 
 
 # Pages
@@ -155,12 +164,24 @@ def test_the_tree_and_table_show_a_member_only_their_own_items(client, alice, al
     assert "light" not in table
 
 
-@pytest.mark.parametrize("who", ["alice", "bob", "operator"])
-def test_only_an_admin_deletes_an_item_from_the_dashboard(client, request, who, bobs_item):
+@pytest.mark.parametrize("who", ["alice", "operator"])
+def test_only_the_owner_or_an_admin_deletes_an_item_from_the_dashboard(client, request, who, bobs_item):
     login_client(client, request.getfixturevalue(who))
     response = client.post("/store/item/delete", {"ns": "users.bob.prefs", "key": "theme"})
     assert response.status_code == 403
     assert StoreItem.objects.filter(pk=bobs_item.pk).exists()
+
+
+@pytest.mark.parametrize("who", ["bob", "admin_user"])
+def test_the_dashboard_deletes_an_item_as_the_api_does(client, request, who, bobs_item):
+    """One rule for both surfaces (memoryadmin.policy, "store.delete"): the owner or an admin."""
+    login_client(client, request.getfixturevalue(who))
+    page = client.get("/store/item", {"ns": "users.bob.prefs", "key": "theme"}).content.decode()
+    assert "Delete item" in page
+    response = client.post("/store/item/delete", {"ns": "users.bob.prefs", "key": "theme"})
+    assert response.status_code == 302
+    assert not StoreItem.objects.filter(pk=bobs_item.pk).exists()
+    assert client.post("/store/item/delete", {"ns": "users.bob.prefs", "key": "theme"}).status_code == 404
 
 
 @pytest.mark.parametrize("who", ["alice", "operator"])
@@ -172,12 +193,13 @@ def test_only_an_admin_previews_or_deletes_a_subtree(client, request, who, bobs_
 
 
 @pytest.mark.parametrize("who", ["alice", "operator"])
-def test_delete_controls_are_hidden_from_non_admins(client, request, who, alices_item):
+def test_delete_controls_are_hidden_from_those_the_rule_refuses(client, request, who, alices_item):
     login_client(client, request.getfixturevalue(who))
     page = client.get("/store/", {"ns": "users.alice.prefs"}).content.decode()
-    assert "Delete this subtree" not in page
+    assert "Delete this subtree" not in page  # subtrees: admins only
     detail = client.get("/store/item", {"ns": "users.alice.prefs", "key": "theme"}).content.decode()
-    assert "Delete item" not in detail
+    # The item: its owner (alice) is offered the delete the API would let her make; the operator is not.
+    assert ("Delete item" in detail) == (who == "alice")
 
 
 def test_operator_pages_show_every_owner(client, operator, alices_item, bobs_item):

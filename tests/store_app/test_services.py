@@ -123,6 +123,54 @@ def test_put_refuses_a_bad_ttl(alice, ttl):
     assert not StoreItem.objects.exists()
 
 
+# Unicode: one spelling per label and key
+
+
+NFC_E = "caf\u00e9"  # "café" with é as one code point
+NFD_E = "cafe\u0301"  # "café" with e and a combining acute accent
+
+
+def test_nfc_and_nfd_spellings_are_one_item_on_every_path(alice, bob):
+    put(alice, ["users", NFD_E], NFD_E, {"v": 1})
+    put(alice, ["users", NFC_E], NFC_E, {"v": 2})  # the same item: an upsert, not a second one
+    item = StoreItem.objects.get()
+    assert (item.namespace_path, item.key, item.value) == (f"users.{NFC_E}", NFC_E, {"v": 2})
+    for spelling in (NFC_E, NFD_E):
+        found = selectors.store_item_get_for_read(actor=alice, namespace=["users", spelling], key=spelling)
+        assert found is not None and found.pk == item.pk
+        assert keys(search(alice, ["users", spelling])) == [NFC_E]
+        assert selectors.store_namespace_list(actor=alice, prefix=["users", spelling]) == [("users", NFC_E)]
+        assert [n.label for n in selectors.store_namespace_children(actor=alice, namespace=("users",))[0]] == [NFC_E]
+    # Another user cannot take the same key by spelling it the other way.
+    with pytest.raises(Forbidden):
+        put(bob, ["users", NFD_E], NFC_E, {"v": "bob"})
+    assert services.store_item_delete(actor=alice, namespace=["users", NFD_E], key=NFD_E) is True
+    assert not StoreItem.objects.exists()
+
+
+def test_the_dotted_path_form_is_normalised_too(alice):
+    from store_app.namespaces import namespace_from_path
+
+    assert namespace_from_path(f"users.{NFD_E}") == ("users", NFC_E)
+
+
+def test_cyrillic_look_alikes_are_distinct_labels_each_normalised(alice, bob):
+    latin, cyrillic = "admin", "\u0430dmin"  # the second starts with CYRILLIC SMALL LETTER A
+    put(alice, ["teams", latin], "k", {"by": "alice"})
+    put(bob, ["teams", cyrillic], "k", {"by": "bob"})  # another label, so another item, bob's own
+    # Normalisation applies within a script: "й" spelt as и + combining breve is "й".
+    put(bob, ["teams", "\u0438\u0306"], "k", {"short i": True})
+    assert selectors.store_item_get_for_read(actor=bob, namespace=["teams", "\u0439"], key="k").value == {"short i": True}
+    StoreItem.objects.filter(namespace_path="teams.\u0439").delete()
+    assert sorted(StoreItem.objects.values_list("namespace_path", "owner__username")) == [
+        ("teams.admin", "alice"),
+        ("teams.\u0430dmin", "bob"),
+    ]
+    assert selectors.store_item_get_for_read(actor=bob, namespace=["teams", cyrillic], key="k").value == {"by": "bob"}
+    with pytest.raises(Forbidden):
+        selectors.store_item_get_for_read(actor=bob, namespace=["teams", latin], key="k")
+
+
 # search: prefix by whole labels
 
 
@@ -421,11 +469,14 @@ def test_sweep_removes_expired_items_only(alice):
     assert services.store_item_sweep() == 0
 
 
-def test_a_put_on_an_expired_item_starts_a_new_item_for_its_writer(alice, bob):
+def test_a_put_on_an_expired_item_starts_a_new_item_for_its_owner_only(alice, bob):
     t0 = timezone.now() - timedelta(hours=1)
     put(bob, ["shared"], "k", {"by": "bob"}, ttl=1, now=t0)
-    item = put(alice, ["shared"], "k", {"by": "alice"})
-    assert item.owner == alice
+    with pytest.raises(Forbidden) as refused:
+        put(alice, ["shared"], "k", {"by": "alice"})
+    assert refused.value.owner_id == bob.pk
+    item = put(bob, ["shared"], "k", {"by": "bob"})
+    assert item.owner == bob
     assert item.created_at > t0
     assert StoreItem.objects.count() == 1
 

@@ -46,6 +46,8 @@ class ThreadListView(APIView):
         )
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(threads, request, view=self)
+        filters = {name: params.get(name, "") for name in ("q", "agent_code", "owner", "limit", "cursor")}
+        selectors.thread_list_audit(actor=request.user, threads=page, filters=filters)
         return paginator.get_paginated_response([thread_summary(t) for t in page])
 
     @extend_schema(

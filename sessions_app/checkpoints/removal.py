@@ -1,0 +1,143 @@
+"""Removing checkpoints: the one implementation behind every path that deletes them.
+
+Release, LangGraph's delete_thread, prune and delete_for_runs
+(sessions_app/checkpoints/lifecycle.py), the bulk release (through release),
+retention and erasing a user (memoryadmin/operations) all remove checkpoints
+here, by these rules (docs/checkpoints.md, "Removing checkpoints"):
+
+- A checkpoint goes with its pending writes (the writes stored against its
+  thread, namespace and id).
+- A thread left without any checkpoint keeps no pending writes either: writes
+  stored ahead of a checkpoint that never came go with the rest. While the
+  thread keeps checkpoints, such writes stay (their checkpoint's put may be on
+  its way: LangGraph sends a task's writes alongside the put).
+- Keeping the newest N: in each (thread, namespace), the N checkpoints with the
+  highest history position stay and the older ones go, oldest first.
+- The parent chain is repaired in the same transaction: a checkpoint that stays
+  and whose parent id names a checkpoint that no longer exists gets an empty
+  parent id, so it is the root of what is left (LangGraph reads it as a
+  checkpoint without a parent, and `get_state_history` ends there).
+
+Nothing here decides who may remove what: the callers ask memoryadmin.policy
+first, and must call these inside a transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Window
+from django.db.models.functions import RowNumber
+
+from .models import Checkpoint, CheckpointWrite
+
+# Given the checkpoints and the pending writes about to go, their size (retention reports bytes).
+Measure = Callable[[QuerySet[Checkpoint], QuerySet[CheckpointWrite]], int]
+
+
+@dataclass
+class Removed:
+    checkpoints: int = 0
+    writes: int = 0
+    bytes: int = 0
+    threads: set[int] = field(default_factory=set)  # primary keys of the threads touched
+
+
+def _same_thread(model) -> QuerySet:
+    return model.objects.filter(thread=OuterRef("thread"))
+
+
+def checkpoint_writes_of(checkpoints: QuerySet[Checkpoint], threads) -> QuerySet[CheckpointWrite]:
+    """Pending writes stored against one of `checkpoints` (by thread, namespace and id), in `threads`."""
+    return CheckpointWrite.objects.filter(thread__in=threads).filter(
+        Exists(
+            checkpoints.filter(
+                thread=OuterRef("thread"), checkpoint_ns=OuterRef("checkpoint_ns"), checkpoint_id=OuterRef("checkpoint_id")
+            )
+        )
+    )
+
+
+def _writes_going(checkpoints: QuerySet[Checkpoint], thread_ids: set[int]) -> QuerySet[CheckpointWrite]:
+    """The writes of `checkpoints`, and every write of a thread that none of its checkpoints outlives."""
+    staying = _same_thread(Checkpoint).exclude(pk__in=checkpoints.values("pk"))
+    attached = checkpoints.filter(
+        thread=OuterRef("thread"), checkpoint_ns=OuterRef("checkpoint_ns"), checkpoint_id=OuterRef("checkpoint_id")
+    )
+    return CheckpointWrite.objects.filter(thread__in=thread_ids).filter(Q(Exists(attached)) | ~Exists(staying))
+
+
+def checkpoint_parents_repair(thread_ids: Iterable[int]) -> int:
+    """Clear the parent id of every checkpoint of these threads whose parent is gone; how many changed."""
+    ids = list(thread_ids)
+    if not ids:
+        return 0
+    parent = Checkpoint.objects.filter(
+        thread=OuterRef("thread"), checkpoint_ns=OuterRef("checkpoint_ns"), checkpoint_id=OuterRef("parent_checkpoint_id")
+    )
+    return (
+        Checkpoint.objects.filter(thread__in=ids)
+        .exclude(parent_checkpoint_id="")
+        .exclude(Exists(parent))
+        .update(parent_checkpoint_id="")
+    )
+
+
+def checkpoints_remove(
+    checkpoints: QuerySet[Checkpoint], *, threads: Iterable[int] | None = None, measure: Measure | None = None
+) -> Removed:
+    """Remove these checkpoints with their pending writes, and repair the parent chain of what stays.
+
+    `checkpoints` must select the same rows each time it is evaluated (filter by
+    primary keys or by a rule, never a slice). `threads`: the threads whose
+    checkpoints these are, when the caller knows them (a whole thread's removal
+    then also finds writes of a thread without checkpoints).
+    """
+    if threads is None:
+        thread_ids = set(checkpoints.order_by().values_list("thread_id", flat=True).distinct())
+    else:
+        thread_ids = set(threads)
+    if not thread_ids:
+        return Removed()
+    writes = _writes_going(checkpoints, thread_ids)
+    size = measure(checkpoints, writes) if measure is not None else 0
+    # The writes first: which ones go is read from the checkpoints about to go.
+    written, _ = writes.delete()
+    removed, _ = checkpoints.delete()
+    checkpoint_parents_repair(thread_ids)
+    return Removed(checkpoints=removed, writes=written, bytes=size, threads=thread_ids)
+
+
+def thread_checkpoints_remove(thread_ids: Iterable[int], *, measure: Measure | None = None) -> Removed:
+    """Every checkpoint (all namespaces) and every pending write of these threads; the threads stay."""
+    ids = set(thread_ids)
+    return checkpoints_remove(Checkpoint.objects.filter(thread__in=ids), threads=ids, measure=measure)
+
+
+def checkpoints_beyond_newest(*, threads, keep: int) -> QuerySet[Checkpoint]:
+    """Checkpoints of `threads` older than the newest `keep` of their (thread, namespace): one window query."""
+    ranked = Checkpoint.objects.filter(thread__in=threads).annotate(
+        rank=Window(RowNumber(), partition_by=[F("thread_id"), F("checkpoint_ns")], order_by=F("id").desc())
+    )
+    # The window must be computed before any other filter: select by primary key around it.
+    return Checkpoint.objects.filter(pk__in=ranked.filter(rank__gt=keep).values("pk"))
+
+
+def checkpoints_keep_newest(
+    *, threads, keep: int, limit: int | None = None, measure: Measure | None = None
+) -> Removed:
+    """Keep the newest `keep` checkpoints of each (thread, namespace) of `threads`; remove the rest.
+
+    With `limit`, at most that many go, oldest first (a batch: call again until
+    nothing is removed). Used by LangGraph's prune (keep 1) and by retention.
+    """
+    if keep < 1:
+        raise ValueError("keep at least one checkpoint; remove a thread's checkpoints with thread_checkpoints_remove")
+    excess = checkpoints_beyond_newest(threads=threads, keep=keep)
+    if limit is not None:
+        pks = list(excess.order_by("pk").values_list("pk", flat=True)[:limit])
+        if not pks:
+            return Removed()
+        excess = Checkpoint.objects.filter(pk__in=pks)
+    return checkpoints_remove(excess, measure=measure)
