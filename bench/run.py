@@ -781,7 +781,7 @@ def main() -> None:
             by_scale[scale] = measure(bench, threads, namespaces)
         from sessions_app.models import Thread
 
-        # One long thread (DESIGN §7: loading a 10 000-message thread), written by the service.
+        # One long thread (loading a 10 000-message thread), written by the service.
         big_size = BIG_THREAD_MESSAGES // divisor
         big_context = [
             {"role": "user" if i % 2 == 0 else "assistant", "content": f"{i}: {loader.text_for(i)}", "id": f"big-{i}"}
