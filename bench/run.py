@@ -576,6 +576,47 @@ class Bench:
         res.samples["raw"] = timed(raw, self.rounds)
         return res
 
+    def store_get(self, n: int) -> Result:
+        from store_app.api.views import item_as_dict
+        from store_app.selectors import store_item_get_for_read
+
+        res = Result()
+        namespace = loader.namespace_of(n)
+        user = self.owners[n // (loader.USERS_PER_ORG * len(loader.KINDS)) % len(self.owners)]
+        key = f"k-{loader.ITEMS_PER_NAMESPACE // 2:02d}"  # a loaded item
+
+        def service():
+            item = store_item_get_for_read(actor=user, namespace=list(namespace), key=key)
+            assert item is not None
+            item_as_dict(item)
+
+        res.samples["service"] = timed(service, self.rounds)
+        res.queries = count_queries(service)
+        params = {"namespace": ".".join(namespace), "key": key}
+
+        def http():
+            response = self.http.get(f"{self.base}/api/v1/store/items", params=params, headers=self.headers(user))
+            assert response.status_code == 200 and response.json()["key"] == key, response.text
+
+        res.samples["http"] = timed(http, self.rounds)
+
+        def langgraph():
+            assert self.store.get(namespace, key) is not None
+
+        res.samples["langgraph"] = timed(langgraph, self.rounds)
+        path = ".".join(namespace)
+
+        def raw():
+            row = self.raw.execute(
+                "SELECT id, namespace_path, key, value, created_at, updated_at, owner_id FROM store_app_storeitem"
+                " WHERE namespace_path = %s AND key = %s AND (expires_at IS NULL OR expires_at > now())", (path, key),
+            ).fetchone()
+            assert row is not None
+            self.raw.commit()
+
+        res.samples["raw"] = timed(raw, self.rounds)
+        return res
+
     def store_search(self, org: int | None, user=None) -> Result:
         import orjson
 
@@ -674,6 +715,7 @@ OPS = (
     ("checkpoint get latest", "checkpoint_get_latest"),
     ("checkpoint put", "checkpoint_put"),
     ("store put", "store_put"),
+    ("store get", "store_get"),
     ("store search, prefix + filter", "store_search"),
     ("store search, filter over the whole store", "store_search_all"),
     ("namespace expansion (one org)", "namespace_expand"),
@@ -693,6 +735,7 @@ def measure(bench: Bench, threads: int, namespaces: int) -> dict[str, Result]:
     out["checkpoint_get_latest"] = bench.checkpoint_get_latest(index + 1)
     out["checkpoint_put"] = bench.checkpoint_put(index + 2)
     out["store_put"] = bench.store_put(namespaces - 1)
+    out["store_get"] = bench.store_get(namespaces - 2)
     out["store_search"] = bench.store_search(org)
     out["store_search_all"] = bench.store_search(None, user=bench.admin)
     out["namespace_expand"] = bench.namespace_expand(org)
