@@ -15,8 +15,9 @@ times through memoryadmin's service layer (in process), its HTTP API (gunicorn
 from gunicorn.conf.py, 2 workers, on 127.0.0.1; keep-alive client), LangGraph's
 PostgresSaver / PostgresStore, and raw psycopg running the statements the
 operation needs (the floor). Prints two Markdown tables (side by side at 100x;
-p50 at 1x / 10x / 100x) and the load times; `--write` puts them in
-docs/benchmarks.md.
+p50 at 1x / 10x / 100x) and the load times, then, on the same database and
+server, LangGraph's InMemorySaver / PostgresSaver against MemoryAdminSaver per
+graph step (bench/langgraph_steps.py); `--write` puts both in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -841,6 +842,15 @@ def main() -> None:
             " (SELECT count(*) FROM store_app_storeitem), (SELECT count(*) FROM checkpoints), (SELECT count(*) FROM store)"
         ).fetchone()
         pg_version = conn.execute("SHOW server_version").fetchone()[0]
+
+        # LangGraph's savers and stores against MemoryAdminSaver / MemoryAdminStore, on the same
+        # database and server (bench/langgraph_steps.py).
+        import langgraph_steps
+
+        log("LangGraph steps …")
+        steps = langgraph_steps.run(url=url, base_url=bench.base, api_key=keys[members[0].pk],
+                                    cfg=langgraph_steps.SMALL if args.small else langgraph_steps.FULL)
+        steps_machine = langgraph_steps.machine_line(url)
     finally:
         bench.close()
         conn.close()
@@ -874,8 +884,13 @@ def main() -> None:
         + "\n"
     )
     print(report)
+    top_results = by_scale[top]
+    reused = {key: top_results[key].samples for key in ("checkpoint_put", "store_put", "store_get")}
+    steps_report = langgraph_steps.report(steps, command=command, machine=steps_machine, reused=reused)
+    print(steps_report)
     if args.write:
         write_section("benchmarks.md", "bench", report)
+        write_section("benchmarks.md", langgraph_steps.SECTION, steps_report)
 
 
 if __name__ == "__main__":
