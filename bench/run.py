@@ -15,8 +15,9 @@ times through memoryadmin's service layer (in process), its HTTP API (gunicorn
 from gunicorn.conf.py, 2 workers, on 127.0.0.1; keep-alive client), LangGraph's
 PostgresSaver / PostgresStore, and raw psycopg running the statements the
 operation needs (the floor). Prints two Markdown tables (side by side at 100x;
-p50 at 1x / 10x / 100x) and the load times; `--write` puts them in
-docs/benchmarks.md.
+p50 at 1x / 10x / 100x) and the load times, then, on the same database and
+server, LangGraph's InMemorySaver / PostgresSaver against MemoryAdminSaver per
+graph step (bench/langgraph_steps.py); `--write` puts both in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -575,6 +576,47 @@ class Bench:
         res.samples["raw"] = timed(raw, self.rounds)
         return res
 
+    def store_get(self, n: int) -> Result:
+        from store_app.api.views import item_as_dict
+        from store_app.selectors import store_item_get_for_read
+
+        res = Result()
+        namespace = loader.namespace_of(n)
+        user = self.owners[n // (loader.USERS_PER_ORG * len(loader.KINDS)) % len(self.owners)]
+        key = f"k-{loader.ITEMS_PER_NAMESPACE // 2:02d}"  # a loaded item
+
+        def service():
+            item = store_item_get_for_read(actor=user, namespace=list(namespace), key=key)
+            assert item is not None
+            item_as_dict(item)
+
+        res.samples["service"] = timed(service, self.rounds)
+        res.queries = count_queries(service)
+        params = {"namespace": ".".join(namespace), "key": key}
+
+        def http():
+            response = self.http.get(f"{self.base}/api/v1/store/items", params=params, headers=self.headers(user))
+            assert response.status_code == 200 and response.json()["key"] == key, response.text
+
+        res.samples["http"] = timed(http, self.rounds)
+
+        def langgraph():
+            assert self.store.get(namespace, key) is not None
+
+        res.samples["langgraph"] = timed(langgraph, self.rounds)
+        path = ".".join(namespace)
+
+        def raw():
+            row = self.raw.execute(
+                "SELECT id, namespace_path, key, value, created_at, updated_at, owner_id FROM store_app_storeitem"
+                " WHERE namespace_path = %s AND key = %s AND (expires_at IS NULL OR expires_at > now())", (path, key),
+            ).fetchone()
+            assert row is not None
+            self.raw.commit()
+
+        res.samples["raw"] = timed(raw, self.rounds)
+        return res
+
     def store_search(self, org: int | None, user=None) -> Result:
         import orjson
 
@@ -673,6 +715,7 @@ OPS = (
     ("checkpoint get latest", "checkpoint_get_latest"),
     ("checkpoint put", "checkpoint_put"),
     ("store put", "store_put"),
+    ("store get", "store_get"),
     ("store search, prefix + filter", "store_search"),
     ("store search, filter over the whole store", "store_search_all"),
     ("namespace expansion (one org)", "namespace_expand"),
@@ -692,6 +735,7 @@ def measure(bench: Bench, threads: int, namespaces: int) -> dict[str, Result]:
     out["checkpoint_get_latest"] = bench.checkpoint_get_latest(index + 1)
     out["checkpoint_put"] = bench.checkpoint_put(index + 2)
     out["store_put"] = bench.store_put(namespaces - 1)
+    out["store_get"] = bench.store_get(namespaces - 2)
     out["store_search"] = bench.store_search(org)
     out["store_search_all"] = bench.store_search(None, user=bench.admin)
     out["namespace_expand"] = bench.namespace_expand(org)
@@ -797,6 +841,15 @@ def main() -> None:
             " (SELECT count(*) FROM store_app_storeitem), (SELECT count(*) FROM checkpoints), (SELECT count(*) FROM store)"
         ).fetchone()
         pg_version = conn.execute("SHOW server_version").fetchone()[0]
+
+        # LangGraph's savers and stores against MemoryAdminSaver / MemoryAdminStore, on the same
+        # database and server (bench/langgraph_steps.py).
+        import langgraph_steps
+
+        log("LangGraph steps …")
+        steps = langgraph_steps.run(url=url, base_url=bench.base, api_key=keys[members[0].pk],
+                                    cfg=langgraph_steps.SMALL if args.small else langgraph_steps.FULL)
+        steps_machine = langgraph_steps.machine_line(url)
     finally:
         bench.close()
         conn.close()
@@ -830,8 +883,13 @@ def main() -> None:
         + "\n"
     )
     print(report)
+    top_results = by_scale[top]
+    reused = {key: top_results[key].samples for key in ("checkpoint_put", "store_put", "store_get")}
+    steps_report = langgraph_steps.report(steps, command=command, machine=steps_machine, reused=reused)
+    print(steps_report)
     if args.write:
         write_section("benchmarks.md", "bench", report)
+        write_section("benchmarks.md", langgraph_steps.SECTION, steps_report)
 
 
 if __name__ == "__main__":
