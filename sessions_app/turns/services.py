@@ -276,14 +276,14 @@ def turn_context(*, actor, thread_id: str, thread: Thread | None = None) -> Turn
     pending_row = next((r for r in rows if r["status"] == Turn.Status.PENDING), None)
     pending = None
     if pending_row is not None:
-        texts = list(
-            TurnChunk.objects.filter(turn_id=pending_row["pk"]).order_by("index").values_list("text", flat=True)
-        )
+        chunks = list(TurnChunk.objects.filter(turn_id=pending_row["pk"]).order_by("index").values_list("index", "text"))
         pending = {
             "id": pending_row["pk"],
             "question": pending_row["question"],
-            "answer": "".join(texts),
-            "chunks": len(texts),
+            "answer": "".join(text for _, text in chunks),
+            "chunks": len(chunks),
+            # The live view streams from the chunk after this one: what the panel shows is not sent twice.
+            "last_index": chunks[-1][0] if chunks else -1,
             "created_at": pending_row["created_at"],
         }
     return TurnContext(thread=thread, turns=finished, pending=pending, rendered=render_turns(finished))

@@ -64,9 +64,12 @@ def context_preview_page(request: HttpRequest, thread_id: str) -> HttpResponse:
 @require_GET
 @login_required
 def turns_panel(request: HttpRequest, thread_id: str) -> HttpResponse:
-    """The pending turn and the finished turns: the fragment the thread page polls every 2 s."""
+    """The pending turn and the finished turns. For htmx, the panel the thread page swaps in:
+    polled every 2 s while no turn is pending, fed by the event stream while one is. Without
+    htmx (the page's no-script link), a page of its own."""
     context = turns.turn_context(actor=request.user, thread_id=thread_id)
-    return render(request, "turns/_turns_panel.html", {"turn_context": context, "thread": context.thread})
+    template = "turns/_turns_panel.html" if request.htmx else "turns/turns_page.html"
+    return render(request, template, {"turn_context": context, "thread": context.thread})
 
 
 def _sse(event: str, data: str, event_id: int | None = None) -> str:
@@ -79,7 +82,13 @@ def _sse(event: str, data: str, event_id: int | None = None) -> str:
 
 
 def turn_events(
-    *, thread_pk: int, poll: float, heartbeat: float, max_seconds: float, renew: Callable[[], bool] | None = None
+    *,
+    thread_pk: int,
+    poll: float,
+    heartbeat: float,
+    max_seconds: float,
+    renew: Callable[[], bool] | None = None,
+    resume: tuple[int, int] | None = None,
 ) -> Iterator[str]:
     """Server-sent events for a thread's pending turn: its new chunks, heartbeats, then the end.
 
@@ -92,6 +101,8 @@ def turn_events(
     noticed (it fails, and the server closes the generator: GeneratorExit; the
     finally block gives the database connection back). Each heartbeat also calls
     `renew` (the stream's lease); when it answers False the stream ends as on timeout.
+    `resume=(turn_id, index)`: the page already shows that turn's chunks up to `index`,
+    so the stream starts after it (when that turn is still the pending one).
     """
     start = last_beat = time.monotonic()
     followed: int | None = None
@@ -107,7 +118,7 @@ def turn_events(
                 return
             if pending is not None:
                 if pending != followed:
-                    followed, after = pending, -1
+                    followed, after = pending, resume[1] if resume and resume[0] == pending else -1
                 for index, text in turns.pending_chunks_after(turn_id=pending, after=after):
                     after = index
                     yield _sse("chunk", escape(text), index)
@@ -127,6 +138,17 @@ def turn_events(
         # not at the next request: a stream can outlive many polls.
         if not connection.in_atomic_block:
             connection.close()
+
+
+def _resume(request: HttpRequest) -> tuple[int, int] | None:
+    """`?turn=<id>&after=<index>` from the panel: where the page's copy of the answer ends."""
+    turn, after = request.GET.get("turn"), request.GET.get("after")
+    if turn is None or after is None:
+        return None
+    return (
+        params.parse_int(turn, name="turn", minimum=1, maximum=params.CURSOR_MAX),
+        params.parse_int(after, name="after", minimum=-1, maximum=params.CURSOR_MAX),
+    )
 
 
 @require_GET
@@ -151,6 +173,7 @@ def turns_stream(request: HttpRequest, thread_id: str) -> HttpResponseBase:
         heartbeat=settings.MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS,
         max_seconds=settings.MEMORYADMIN_TURN_SSE_MAX_SECONDS,
         renew=lambda: streams.stream_renew(lease),
+        resume=_resume(request),
     )
     response = StreamingHttpResponse(streams.LeasedStream(events, lease), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"

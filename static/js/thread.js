@@ -61,6 +61,13 @@
     next.click();
   });
 
+  // The live turn: count the chunks as the stream brings them.
+  document.addEventListener("htmx:sseMessage", function (event) {
+    if (!event.detail || event.detail.type !== "chunk") return;
+    var counter = document.querySelector("#turns-panel [data-chunk-count]");
+    if (counter) counter.textContent = String(Number(counter.textContent) + 1);
+  });
+
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", landOnHash);
   else landOnHash();
   window.addEventListener("hashchange", landOnHash);

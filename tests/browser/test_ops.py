@@ -122,8 +122,9 @@ def test_an_admin_previews_and_applies_retention(page, live_server, demo):
     page.wait_for_selector("#dry-run")
     assert "nothing was written" in page.inner_text("#dry-run")
     shot(page, "ops-retention")
-    page.once("dialog", lambda dialog: dialog.accept())
     page.click("button:has-text('Apply now')")
+    # Confirmed in the page's own dialog (not the browser's confirm()).
+    page.click("dialog.confirm-dialog button[value=ok]")
     page.wait_for_selector("tr[data-run]")
     assert RetentionRun.objects.get().status == "done"
     assert page.errors == []

@@ -90,8 +90,9 @@ def test_an_admin_previews_and_deletes_a_subtree(page, live_server, people):  # 
     page.goto(f"{live_server.url}/store/?ns=users.alice")
     page.click("text=Delete this subtree")
     expect(page.locator(".confirm-box")).to_contain_text("This deletes 4 items")
-    page.once("dialog", lambda dialog: dialog.accept())
     page.click(".confirm-box button:has-text('Delete 4 items')")
+    expect(page.locator("dialog.confirm-dialog .question")).to_contain_text("Delete 4 items")
+    page.click("dialog.confirm-dialog button[value=ok]")
     page.wait_for_url(f"{live_server.url}/store/?ns=users")
     expect(page.locator(".flash")).to_contain_text("Deleted 4 items under users.alice")
     assert list(StoreItem.objects.values_list("namespace_path", flat=True)) == ["memories.alice"]

@@ -6,7 +6,9 @@ import pytest
 from django.test import override_settings
 
 from memoryadmin.models import AuditEvent
+from sessions_app.models import Thread
 from sessions_app.turns import services as turns
+from sessions_app.turns import views
 from sessions_app.threads.services import thread_save_agent_state
 
 from ..conftest import login_client
@@ -115,5 +117,31 @@ def test_the_panel_costs_the_same_queries_whatever_the_number_of_turns(client, a
 def test_the_thread_page_includes_the_live_view(client, alice, thread):
     login_client(client, alice)
     html = client.get("/threads/live/").content.decode()
-    assert 'sse-connect="/threads/live/turns/stream"' in html and 'hx-trigger="load, every 2s, sse:finished"' in html
+    # The page loads the panel; the panel polls while no turn is pending and streams while one is.
+    assert 'hx-ext="sse"' in html and 'hx-get="/threads/live/turns/" hx-trigger="load"' in html
     assert "django_htmx/ext/hx-sse-2" in html
+    idle = client.get("/threads/live/turns/", HTTP_HX_REQUEST="true").content.decode()
+    assert 'hx-trigger="every 2s"' in idle and "sse-connect" not in idle
+    turn = turns.turn_begin(actor=alice, thread_id="live", question="q")
+    turns.turn_append_chunk(actor=alice, thread_id="live", text="one")
+    busy = client.get("/threads/live/turns/", HTTP_HX_REQUEST="true").content.decode()
+    assert f'sse-connect="/threads/live/turns/stream?turn={turn.pk}&amp;after=0"' in busy and 'sse-close="finished"' in busy
+    assert "every 2s" not in busy  # no poll while the stream feeds the panel: no chunk shown twice
+
+
+def test_the_stream_resumes_after_the_chunks_the_panel_shows(client, alice, thread):
+    turn = turns.turn_begin(actor=alice, thread_id="live", question="q")
+    for text in ("one", "two", "three"):
+        turns.turn_append_chunk(actor=alice, thread_id="live", text=text)
+    thread_pk = Thread.objects.get(thread_id=thread).pk
+    events = views.turn_events(thread_pk=thread_pk, poll=0.01, heartbeat=60, max_seconds=0.2, resume=(turn.pk, 1))
+    sent = [event for event in events if event.startswith("event: chunk")]
+    assert sent == ["event: chunk\nid: 2\ndata: three\n\n"]
+    login_client(client, alice)
+    assert client.get("/threads/live/turns/stream?turn=x&after=1").status_code == 400
+
+
+def test_without_javascript_the_turns_link_opens_a_page(client, alice, thread):
+    login_client(client, alice)
+    page = client.get("/threads/live/turns/").content.decode()
+    assert page.lstrip().lower().startswith("<!doctype html>") and "app.css" in page and "No turns yet." in page
