@@ -17,6 +17,7 @@ from sessions_app.threads.api import serializers as s
 from sessions_app.checkpoints import langgraph as lg
 from sessions_app.checkpoints import lifecycle
 from sessions_app.threads.api.views import thread_summary
+from sessions_app.threads.models import THREAD_ID_RULE
 from memoryadmin.api import THREAD_ID, json_body
 
 
@@ -97,3 +98,24 @@ class ThreadDetailView(APIView):
     def delete(self, request: Request, thread_id: str) -> Response:
         services.thread_delete(actor=request.user, thread_id=thread_id, request=request)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ThreadIdRefusedView(APIView):
+    """Any path under threads/ that no route took: a 400 naming thread_id.
+
+    WSGI hands Django the path with `%2F` already decoded, so a thread id holding
+    "/" (`user%2F42`, as the LangGraph SDK sends it) arrives as extra path
+    segments and matches no route. No thread can have such an id, so the answer
+    says so rather than a bare 404.
+    """
+
+    schema = None  # not an endpoint: what is left when none matched
+
+    def _refuse(self, request: Request, rest: str) -> Response:
+        message = f'thread ids are {THREAD_ID_RULE}, without "/"'
+        raise InvalidInput(
+            f"No endpoint matches threads/{rest}: if part of it is a thread id, {message}.",
+            fields={"thread_id": [f"must be {THREAD_ID_RULE}."]},
+        )
+
+    get = post = put = patch = delete = _refuse

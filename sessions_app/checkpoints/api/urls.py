@@ -1,6 +1,6 @@
 """Checkpoint endpoints, and the thread resource as LangGraph's server has it."""
 
-from django.urls import path
+from django.urls import path, re_path
 
 from . import threads, views
 
@@ -31,4 +31,9 @@ urlpatterns = [
     path("threads/<str:thread_id>/history", views.ThreadHistoryView.as_view(), name="api-thread-history"),
     path("checkpoints/prune", views.CheckpointPruneView.as_view(), name="api-checkpoint-prune"),
     path("checkpoints/delete-for-runs", views.CheckpointDeleteForRunsView.as_view(), name="api-checkpoint-delete-for-runs"),
+]
+
+# Last of all the API's routes (memoryadmin/urls.py): what no route under threads/ matched.
+refused_thread_paths = [
+    re_path(r"^threads/(?P<rest>.*/.*)$", threads.ThreadIdRefusedView.as_view(), name="api-thread-id-refused"),
 ]
