@@ -344,6 +344,17 @@ def thread_search(
     return threads_as_langgraph(threads)
 
 
+def thread_count(*, actor, metadata: dict[str, Any] | None = None, status: str | None = None) -> int:
+    """LangGraph's `POST /threads/count`: how many visible threads `thread_search` would find (no limit)."""
+    qs = Thread.objects.visible_to(actor)
+    if status:
+        qs = threads_with_status(qs).filter(lg_status=status)
+    qs, exact_in_python = json_filter(qs, "metadata", metadata or {})
+    if exact_in_python:
+        return len(_apply_exact(qs.order_by("pk"), "metadata", metadata or {}, None))
+    return qs.count()
+
+
 def threads_as_langgraph(threads: list[Thread]) -> list[dict[str, Any]]:
     """Threads (annotated by `threads_with_status`) in LangGraph's Thread shape, two more queries at most."""
     latest_ids = [thread.latest_checkpoint for thread in threads if thread.latest_checkpoint]

@@ -110,6 +110,7 @@ def test_the_sdk_gets_a_400_naming_thread_id_for_ids_memoryadmin_cannot_keep(liv
             lambda: client.threads.get_state(thread_id),
             lambda: client.threads.get_state(thread_id, checkpoint_id="c-1"),
             lambda: client.threads.get_history(thread_id),
+            lambda: client.threads.update_state(thread_id, {"note": "x"}),
             lambda: client.threads.update(thread_id, metadata={"x": 1}),
             lambda: client.threads.copy(thread_id),
             lambda: client.threads.delete(thread_id),

@@ -8,6 +8,7 @@ urlpatterns = [
     path("threads", threads.ThreadListView.as_view(), name="api-thread-list"),
     # Before threads/<thread_id>: "search" is an action, not a thread id (as in LangGraph's server).
     path("threads/search", views.ThreadSearchView.as_view(), name="api-thread-search"),
+    path("threads/count", threads.ThreadCountView.as_view(), name="api-thread-count"),
     path("threads/<str:thread_id>", threads.ThreadDetailView.as_view(), name="api-thread-detail"),
     path("threads/<str:thread_id>/checkpoints", views.CheckpointListView.as_view(), name="api-checkpoint-list"),
     # Before checkpoints/<checkpoint_id>: "latest" is reserved, never a checkpoint id.
