@@ -11,12 +11,14 @@ errors, results, status: ids differ there, as the checkpoint ids do).
 from __future__ import annotations
 
 import operator
+import time
 import warnings
 from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
@@ -82,17 +84,32 @@ def route(state: FanOut) -> list[Send]:
     return [Send("work", {"item": item}) for item in state["items"]] + [Send("audit", {"item": "all"})]
 
 
-def work(packet: dict) -> dict:
-    if packet["item"] == "bad":
-        raise ValueError("cannot work on bad")
-    return {"results": [packet["item"]]}
-
-
 def audit(packet: dict) -> dict:
     return {"results": ["audited"]}
 
 
+def _once_the_others_are_saved(saver, thread_id: str, others: int) -> None:
+    """Wait until the step's other tasks have their writes saved.
+
+    LangGraph stops waiting for the running tasks when one fails, so which of
+    them get saved first would be a race; the failing task waits for them.
+    """
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        saved = saver.get_tuple({"configurable": {"thread_id": thread_id}})
+        if saved and len({task_id for task_id, _, _ in saved.pending_writes}) >= others:
+            return
+        time.sleep(0.02)
+    raise AssertionError("the other tasks' writes were never saved")
+
+
 def fan_out(saver, **compile_kwargs):
+    def work(packet: dict, config: RunnableConfig) -> dict:
+        if packet["item"] == "bad":
+            _once_the_others_are_saved(saver, config["configurable"]["thread_id"], others=3)
+            raise ValueError("cannot work on bad")
+        return {"results": [packet["item"]]}
+
     builder = StateGraph(FanOut)
     builder.add_node("plan", plan)
     builder.add_node("work", work)
