@@ -319,7 +319,6 @@ class ThreadStateView(APIView):
             )
         )
 
-
     @extend_schema(
         parameters=[THREAD_ID],
         request=s.UpdateStateSerializer,
