@@ -121,6 +121,8 @@ def test_the_sdk_gets_a_400_naming_thread_id_for_ids_memoryadmin_cannot_keep(liv
             assert "thread_id" in refused.value.body["errors"], thread_id
     assert Thread.objects.count() == 0
     client.http.client.close()
+    # The answer is for callers with a key only.
+    assert httpx.get(f"{live_server.url}/api/v1/threads/user%2F42/state").status_code == 401
 
 
 def test_the_client_and_the_server_keep_the_same_ids_and_no_trailing_newline(alice_api):

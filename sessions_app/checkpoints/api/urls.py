@@ -1,6 +1,6 @@
 """Checkpoint endpoints, and the thread resource as LangGraph's server has it."""
 
-from django.urls import path, re_path
+from django.urls import path
 
 from . import threads, views
 
@@ -35,6 +35,7 @@ urlpatterns = [
 ]
 
 # Last of all the API's routes (memoryadmin/urls.py): what no route under threads/ matched.
+# A path without "/" after threads/ is a thread's (threads/<thread_id>), so this takes the rest.
 refused_thread_paths = [
-    re_path(r"^threads/(?P<rest>.*/.*)$", threads.ThreadIdRefusedView.as_view(), name="api-thread-id-refused"),
+    path("threads/<path:rest>", threads.ThreadIdRefusedView.as_view(), name="api-thread-id-refused"),
 ]
