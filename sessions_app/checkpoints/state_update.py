@@ -40,7 +40,13 @@ from sessions_app.checkpoints.langgraph import is_langgraph_checkpoint
 from sessions_app.checkpoints.models import Checkpoint
 from sessions_app.checkpoints.reducers import add_messages, is_message_channel
 from sessions_app.checkpoints.selectors import checkpoint_get_in
-from sessions_app.checkpoints.tasks import BRANCH_PREFIX, NOT_NODES, START, graph_tasks, version_key
+from sessions_app.checkpoints.tasks import (
+    BRANCH_PREFIX,
+    NOT_NODES,
+    START,
+    graph_tasks,
+    version_key,
+)
 from sessions_app.checkpoints.wire import TASKS, is_internal_channel
 from sessions_app.threads.selectors import thread_get_for_read
 

@@ -157,7 +157,7 @@ def test_update_state_refuses_what_it_cannot_make_and_writes_nothing(sdk, alice,
 
 def test_update_state_from_an_older_checkpoint_forks(sdk):
     client, saver, _ = sdk
-    remote, local, config = both(saver, "fork")
+    _, local, config = both(saver, "fork")
     older = client.threads.get_history("fork")[1]["checkpoint"]  # after __start__: answer is due
     assert client.threads.get_state("fork", checkpoint=older)["next"] == ["answer"]
     made = client.threads.update_state("fork", {"note": "from the start"}, as_node="__start__", checkpoint=older)

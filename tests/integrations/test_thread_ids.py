@@ -13,9 +13,9 @@ from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import BadRequestError
+from memoryadmin_client.langgraph import MemoryAdminInvalid, MemoryAdminSaver
 
 from memoryadmin.apikeys import apikey_create
-from memoryadmin_client.langgraph import MemoryAdminInvalid, MemoryAdminSaver
 from sessions_app.models import Checkpoint, Thread
 
 from ..sessions_app.test_langgraph_threads import graph_with
@@ -45,27 +45,32 @@ def key(alice):
     return apikey_create(owner=alice).plaintext
 
 
+def saver_calls(saver, graph, thread_id: str) -> list:
+    """Every way a graph or its owner reaches the saver with this thread id."""
+    config = {"configurable": {"thread_id": thread_id}}
+    checkpoint_config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": "c-1"}}
+    checkpoint = {"id": "c-1", "v": 4, "ts": "", "channel_values": {}, "channel_versions": {}, "versions_seen": {}}
+    return [
+        lambda: saver.get_tuple(config),
+        lambda: list(saver.list(config)),
+        lambda: saver.put(config, checkpoint, {}, {}),
+        lambda: saver.put_writes(checkpoint_config, [("note", 1)], "task-1"),
+        lambda: saver.delete_thread(thread_id),
+        lambda: saver.copy_thread(thread_id, "fine"),
+        lambda: saver.copy_thread("fine", thread_id),
+        lambda: saver.prune([thread_id]),
+        lambda: graph.invoke({"messages": [HumanMessage("hi")]}, config),
+        lambda: graph.get_state(config),
+        lambda: asyncio.run(saver.aget_tuple(config)),
+    ]
+
+
 def test_the_saver_refuses_ids_memoryadmin_cannot_keep_before_any_request(live_server, key):
     transport = RecordingTransport()
     saver = MemoryAdminSaver(live_server.url, key, transport=transport)
     graph = graph_with(saver)
     for thread_id in [*REFUSED, "search"]:
-        config = {"configurable": {"thread_id": thread_id}}
-        checkpoint_config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": "c-1"}}
-        calls = [
-            lambda: saver.get_tuple(config),
-            lambda: list(saver.list(config)),
-            lambda: saver.put(config, {"id": "c-1", "v": 4, "ts": "", "channel_values": {}, "channel_versions": {}, "versions_seen": {}}, {}, {}),
-            lambda: saver.put_writes(checkpoint_config, [("note", 1)], "task-1"),
-            lambda: saver.delete_thread(thread_id),
-            lambda: saver.copy_thread(thread_id, "fine"),
-            lambda: saver.copy_thread("fine", thread_id),
-            lambda: saver.prune([thread_id]),
-            lambda: graph.invoke({"messages": [HumanMessage("hi")]}, config),
-            lambda: graph.get_state(config),
-            lambda: asyncio.run(saver.aget_tuple(config)),
-        ]
-        for call in calls:
+        for call in saver_calls(saver, graph, thread_id):
             with pytest.raises(MemoryAdminInvalid) as refused:
                 call()
             assert "thread_id" in refused.value.errors, thread_id
@@ -101,21 +106,25 @@ def test_ids_of_dots_and_the_longest_id_work_through_the_saver_and_the_sdk(live_
     saver.close()
 
 
+def sdk_calls(client, thread_id: str) -> list:
+    """The SDK's thread calls that name a thread."""
+    return [
+        lambda: client.threads.create(thread_id=thread_id),
+        lambda: client.threads.get(thread_id),
+        lambda: client.threads.get_state(thread_id),
+        lambda: client.threads.get_state(thread_id, checkpoint_id="c-1"),
+        lambda: client.threads.get_history(thread_id),
+        lambda: client.threads.update_state(thread_id, {"note": "x"}),
+        lambda: client.threads.update(thread_id, metadata={"x": 1}),
+        lambda: client.threads.copy(thread_id),
+        lambda: client.threads.delete(thread_id),
+    ]
+
+
 def test_the_sdk_gets_a_400_naming_thread_id_for_ids_memoryadmin_cannot_keep(live_server, key):
     client = get_sync_client(url=f"{live_server.url}/api/v1", api_key=key)
     for thread_id in REFUSED:
-        calls = [
-            lambda: client.threads.create(thread_id=thread_id),
-            lambda: client.threads.get(thread_id),
-            lambda: client.threads.get_state(thread_id),
-            lambda: client.threads.get_state(thread_id, checkpoint_id="c-1"),
-            lambda: client.threads.get_history(thread_id),
-            lambda: client.threads.update_state(thread_id, {"note": "x"}),
-            lambda: client.threads.update(thread_id, metadata={"x": 1}),
-            lambda: client.threads.copy(thread_id),
-            lambda: client.threads.delete(thread_id),
-        ]
-        for call in calls:
+        for call in sdk_calls(client, thread_id):
             with pytest.raises(BadRequestError) as refused:
                 call()
             assert "thread_id" in refused.value.body["errors"], thread_id
@@ -127,6 +136,7 @@ def test_the_sdk_gets_a_400_naming_thread_id_for_ids_memoryadmin_cannot_keep(liv
 
 def test_the_client_and_the_server_keep_the_same_ids_and_no_trailing_newline(alice_api):
     from memoryadmin_client import ids
+
     from sessions_app.threads.models import THREAD_ID_RE
 
     for candidate in [*REFUSED, *KEPT, "search", "search\n", "searching", "x\r", "\nx", "t-1"]:

@@ -29,7 +29,7 @@ def thread_id_checked(value: Any) -> str:
     Ints and UUIDs are taken as their text, as LangGraph does with a thread id
     that is not a string.
     """
-    if isinstance(value, bytes | bytearray) or isinstance(value, bool) or value is None:
+    if isinstance(value, bytes | bytearray | bool) or value is None:
         text = None
     else:
         text = str(value)
