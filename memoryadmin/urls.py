@@ -3,6 +3,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from sessions_app.checkpoints.api.urls import refused_thread_paths
+
 from . import accounts_views, audit_views, views
 
 api_v1 = [
@@ -10,6 +12,8 @@ api_v1 = [
     path("", include("store_app.api.urls")),
     path("", include("graphs_app.api.urls")),
     path("", include("memoryadmin.operations.api.urls")),
+    # After every route: a path under threads/ none of them took (a thread id holding "/").
+    *refused_thread_paths,
 ]
 
 urlpatterns = [

@@ -4,68 +4,40 @@ history, search, and the thread shapes the LangGraph SDK reads (docs/checkpoints
 from __future__ import annotations
 
 
+import uuid
 from typing import Any
 
 from django.db.models import Case, Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Coalesce
 
 from memoryadmin import policy
-from memoryadmin.errors import NotFound
+from memoryadmin.errors import InvalidInput, NotFound
 
 from ..threads.models import Thread
 from .models import Checkpoint, CheckpointWrite
 from ..threads.selectors import thread_get_for_read
 from sessions_app.checkpoints.containment import _apply_exact, json_filter
 from sessions_app.checkpoints.selectors import attach_writes, checkpoint_get_in, checkpoint_list, writes_of
-from sessions_app.checkpoints.wire import ERROR, INTERRUPT, lc_envelope, plain, readable, state_values
+from sessions_app.checkpoints.reducers import add_messages, is_message_channel
+from sessions_app.checkpoints.tasks import Task, graph_tasks, interrupt_items, next_node_names, task_result
+from sessions_app.checkpoints.tasks import attach_writes as attach_task_writes
+from sessions_app.checkpoints.wire import (
+    ERROR, INTERRUPT, NULL_TASK_ID, is_internal_channel, plain, readable, state_channels, state_values,
+)
 
 
 # --- graph position: which node wrote a checkpoint, which runs next ------------------------------
 
 
-def _version_key(version: Any) -> tuple[float, str]:
-    if isinstance(version, bool):
-        return (float(version), "")
-    if isinstance(version, int | float):
-        return (float(version), "")
-    text = str(version)
-    try:
-        return (float(text.split(".")[0]), text)
-    except ValueError:
-        return (0.0, text)
-
-
-def _trigger_node(channel: str) -> str | None:
-    if channel == "__start__":
-        return "__start__"
-    if channel.startswith("branch:to:"):
-        return channel[len("branch:to:"):]
-    return None
-
-
 def next_nodes(checkpoint: Any) -> list[str]:
-    """Nodes a LangGraph checkpoint will run next: those whose trigger channel moved past what they saw.
+    """Nodes a LangGraph checkpoint will run next (each once, sorted): its tasks' nodes.
 
-    LangGraph triggers a node by writing its `branch:to:<node>` channel (and the
-    entry node by `__start__`); a node is due when that channel holds a value
-    whose version is newer than the one recorded in `versions_seen[node]`.
+    As LangGraph prepares them (`tasks.graph_tasks`): a node whose trigger channel
+    (`branch:to:<node>`, `__start__` for the entry) holds a value newer than the
+    version in `versions_seen[node]`, and the node of every `Send` packet waiting
+    in `__pregel_tasks` (a fan-out, the prebuilt ReAct agent's tool calls).
     """
-    if not isinstance(checkpoint, dict):
-        return []
-    versions, seen = checkpoint.get("channel_versions"), checkpoint.get("versions_seen")
-    values = checkpoint.get("channel_values")
-    if not isinstance(versions, dict) or not isinstance(seen, dict) or not isinstance(values, dict):
-        return []
-    due = []
-    for channel, version in versions.items():
-        node = _trigger_node(channel)
-        # A consumed trigger is cleared from the values (its version still moves on).
-        if node is None or channel not in values:
-            continue
-        node_seen = seen.get(node) if isinstance(seen.get(node), dict) else {}
-        if channel not in node_seen or _version_key(node_seen[channel]) < _version_key(version):
-            due.append(node)
-    return sorted(set(due))
+    return next_node_names(checkpoint)
 
 
 def nodes_run(versions_seen: Any, parent_versions_seen: Any) -> list[str]:
@@ -95,24 +67,16 @@ def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str | None) -> di
 
 def interrupts_of(writes) -> list[dict[str, Any]]:
     """Interrupts raised against a checkpoint, as `{"value", "id"}` (LangGraph's Interrupt shape)."""
-    found = []
-    for write in writes:
-        if write.channel != INTERRUPT:
-            continue
-        items = write.value if isinstance(write.value, list) else [write.value]
-        for item in items:
-            envelope = lc_envelope(item)
-            fields = envelope[1] if envelope else {"value": item}
-            found.append({"value": plain(fields.get("value")), "id": str(fields.get("id") or write.task_id)})
-    return found
+    return [item for write in writes if write.channel == INTERRUPT for item in interrupt_items(write)]
 
 
 def status_of(*, next_node_id: str, has_error: bool, has_interrupt: bool) -> str:
     """LangGraph's thread status, read from the latest checkpoint.
 
-    memoryadmin runs no graph, so it cannot say "busy": a pending error write
-    means "error", a pending interrupt or nodes still due mean "interrupted"
-    (the graph stopped before finishing), anything else "idle".
+    memoryadmin runs no graph, so it cannot say "busy": an error write against
+    the latest step means "error"; a pending interrupt, or tasks still to run
+    (the graph stopped before or after a node it interrupts at, or before a
+    human answers), mean "interrupted"; anything else "idle".
     """
     if has_error:
         return "error"
@@ -121,8 +85,54 @@ def status_of(*, next_node_id: str, has_error: bool, has_interrupt: bool) -> str
     return "idle"
 
 
-def checkpoint_state(checkpoint: Checkpoint, *, thread: Thread) -> dict[str, Any]:
-    """A checkpoint as LangGraph's ThreadState (`GET /threads/{id}/state`, history entries)."""
+def _task_error(value: Any) -> str | None:
+    if value is None:
+        return None
+    # LangGraph stores an error as its repr; a value of another kind is shown readable.
+    return value if isinstance(value, str) else str(readable(value))
+
+
+def _task_shape(task: Task, *, interrupts: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "id": task.id,
+        "name": task.name,
+        "path": task.path,
+        "error": _task_error(task.error),
+        "interrupts": interrupts,
+        "checkpoint": None,
+        "state": None,
+        "result": task_result(task),
+    }
+
+
+def _step_values(checkpoint: Checkpoint, tasks: list[Task], *, live: bool) -> dict[str, Any]:
+    """The state values LangGraph's snapshot shows: the checkpoint's, with the step's writes that count.
+
+    Writes of no task (`Command(update=...)` on a resume) always count, and, in
+    the live view, those of tasks that finished. They are folded in where the
+    channel's reducer is known from the data, `add_messages` on a channel of
+    LangChain messages; other writes stay in their task's `result`.
+    """
+    channels = dict(state_channels(checkpoint.checkpoint))
+    finished = {task.id for task in tasks if task.finished} if live else set()
+    counter = iter(range(1_000_000))
+    for write in checkpoint.pending:
+        if write.task_id != NULL_TASK_ID and write.task_id not in finished:
+            continue
+        if is_internal_channel(write.channel) or not is_message_channel(write.channel, channels.get(write.channel)):
+            continue
+        # Stable ids for messages written without one, so every read shows the same ids.
+        def new_id(write=write) -> str:
+            return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{checkpoint.checkpoint_id}/{write.task_id}/{write.idx}/{next(counter)}"))
+        try:
+            channels[write.channel] = add_messages(channels.get(write.channel) or [], write.value, where=write.channel, new_id=new_id)
+        except InvalidInput:
+            continue  # not messages after all: the write stays in its task's result
+    return {name: plain(value) for name, value in channels.items()}
+
+
+def _saver_state(checkpoint: Checkpoint) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
+    """next, tasks and interrupts of a checkpoint that is not LangGraph's: from node_id / next_node_id."""
     writes = checkpoint.pending
     interrupts = interrupts_of(writes)
     errors = [write for write in writes if write.channel == ERROR]
@@ -130,31 +140,73 @@ def checkpoint_state(checkpoint: Checkpoint, *, thread: Thread) -> dict[str, Any
     task_ids = sorted({write.task_id for write in writes if write.channel in (INTERRUPT, ERROR)})
     tasks = []
     for node in nexts:
-        # Task ids live in the graph runtime; one is known only when a single task is due.
-        task_id = task_ids[0] if len(nexts) == 1 and len(task_ids) == 1 else ""
-        error = errors[0].value if len(nexts) == 1 and errors else None
+        # Such a saver names its next node but no task: one is known only when a single task is due.
+        single = len(nexts) == 1
         tasks.append(
             {
-                "id": task_id,
+                "id": task_ids[0] if single and len(task_ids) == 1 else "",
                 "name": node,
                 "path": [],
-                "error": readable(error) if error is not None else None,
-                "interrupts": interrupts if len(nexts) == 1 else [],
+                "error": _task_error(errors[0].value) if single and errors else None,
+                "interrupts": interrupts if single else [],
                 "checkpoint": None,
                 "state": None,
                 "result": None,
             }
         )
+    return nexts, tasks, interrupts
+
+
+def checkpoint_state(checkpoint: Checkpoint, *, thread: Thread, live: bool = False) -> dict[str, Any]:
+    """A checkpoint as LangGraph's ThreadState, as `graph.get_state` reads it.
+
+    `live` is LangGraph's reading of the latest state (asked for without a
+    checkpoint id): `next` lists only the tasks still to run and `interrupts`
+    only those still waiting for an answer. Otherwise (a checkpoint by id, the
+    history) it is the record of the step: every task, every interrupt raised.
+    A task that finished carries its `result`, a failed one its `error`.
+    `created_at` is the checkpoint's own `ts`.
+    """
+    body = checkpoint.checkpoint
+    if is_langgraph_checkpoint(body):
+        tasks = attach_task_writes(
+            graph_tasks(body, checkpoint_ns=checkpoint.checkpoint_ns, metadata=checkpoint.metadata), checkpoint.pending
+        )
+        shown = [
+            _task_shape(task, interrupts=[] if live and task.finished else task.interrupts) for task in tasks
+        ]
+        nexts = [task.name for task in tasks if not (live and task.finished)]
+        interrupts = [item for task in shown for item in task["interrupts"]]
+        values = _step_values(checkpoint, tasks, live=live)
+    else:
+        nexts, shown, interrupts = _saver_state(checkpoint)
+        values = state_values(body)
+    ts = body.get("ts") if isinstance(body, dict) else None
     return {
-        "values": state_values(checkpoint.checkpoint),
+        "values": values,
         "next": nexts,
-        "tasks": tasks,
+        "tasks": shown,
         "checkpoint": _config(thread.thread_id, checkpoint.checkpoint_ns, checkpoint.checkpoint_id),
         "metadata": checkpoint.metadata,
-        "created_at": checkpoint.created_at.isoformat(),
+        "created_at": ts if isinstance(ts, str) and ts else checkpoint.created_at.isoformat(),
         "parent_checkpoint": _config(thread.thread_id, checkpoint.checkpoint_ns, checkpoint.parent_checkpoint_id),
         "interrupts": interrupts,
     }
+
+
+def pending_interrupts_by_task(checkpoint: Checkpoint) -> dict[str, list[dict[str, Any]]]:
+    """LangGraph's Thread `interrupts`: per task id, the interrupts still waiting for an answer."""
+    if is_langgraph_checkpoint(checkpoint.checkpoint):
+        tasks = attach_task_writes(
+            graph_tasks(checkpoint.checkpoint, checkpoint_ns=checkpoint.checkpoint_ns, metadata=checkpoint.metadata),
+            checkpoint.pending,
+        )
+        return {task.id: task.interrupts for task in tasks if task.interrupts and not task.finished}
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for write in checkpoint.pending:
+        if write.channel == INTERRUPT:
+            by_task.setdefault(write.task_id, []).extend(interrupt_items(write))
+    return by_task
 
 
 def _empty_state(thread: Thread) -> dict[str, Any]:
@@ -171,7 +223,11 @@ def _empty_state(thread: Thread) -> dict[str, Any]:
 
 
 def thread_state(*, actor, thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str = "") -> dict[str, Any]:
-    """LangGraph's `GET /threads/{id}/state[/{checkpoint_id}]`: an empty state before the first checkpoint."""
+    """LangGraph's `GET /threads/{id}/state[/{checkpoint_id}]`: an empty state before the first checkpoint.
+
+    Without a checkpoint id it is the live reading of the latest checkpoint, as
+    LangGraph's `get_state` gives it; with one, that checkpoint's record.
+    """
     thread = thread_get_for_read(actor=actor, thread_id=thread_id)
     try:
         checkpoint = checkpoint_get_in(thread=thread, checkpoint_id=checkpoint_id, checkpoint_ns=checkpoint_ns)
@@ -179,7 +235,7 @@ def thread_state(*, actor, thread_id: str, checkpoint_id: str | None = None, che
         if checkpoint_id is not None:
             raise
         return _empty_state(thread)
-    return checkpoint_state(checkpoint, thread=thread)
+    return checkpoint_state(checkpoint, thread=thread, live=checkpoint_id is None)
 
 
 def thread_history(
@@ -301,6 +357,17 @@ def thread_search(
     return threads_as_langgraph(threads)
 
 
+def thread_count(*, actor, metadata: dict[str, Any] | None = None, status: str | None = None) -> int:
+    """LangGraph's `POST /threads/count`: how many visible threads `thread_search` would find (no limit)."""
+    qs = Thread.objects.visible_to(actor)
+    if status:
+        qs = threads_with_status(qs).filter(lg_status=status)
+    qs, exact_in_python = json_filter(qs, "metadata", metadata or {})
+    if exact_in_python:
+        return len(_apply_exact(qs.order_by("pk"), "metadata", metadata or {}, None))
+    return qs.count()
+
+
 def threads_as_langgraph(threads: list[Thread]) -> list[dict[str, Any]]:
     """Threads (annotated by `threads_with_status`) in LangGraph's Thread shape, two more queries at most."""
     latest_ids = [thread.latest_checkpoint for thread in threads if thread.latest_checkpoint]
@@ -318,19 +385,11 @@ def threads_as_langgraph(threads: list[Thread]) -> list[dict[str, Any]]:
                 thread,
                 values=state_values(row.checkpoint) if row else {},
                 status=thread.lg_status,
-                interrupts=_interrupts_by_task(row.pending) if row else {},
+                interrupts=pending_interrupts_by_task(row) if row else {},
                 checkpoints=thread.checkpoint_count,
             )
         )
     return out
-
-
-def _interrupts_by_task(writes) -> dict[str, list[dict[str, Any]]]:
-    by_task: dict[str, list[dict[str, Any]]] = {}
-    for write in writes:
-        if write.channel == INTERRUPT:
-            by_task.setdefault(write.task_id, []).extend(interrupts_of([write]))
-    return by_task
 
 
 def thread_as_langgraph(thread: Thread, *, values, status, interrupts, checkpoints: int) -> dict[str, Any]:

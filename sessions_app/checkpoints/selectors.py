@@ -23,7 +23,7 @@ from memoryadmin.params import LIST_LIMIT_DEFAULT
 from sessions_app.checkpoints.containment import _apply_exact, json_filter
 
 
-CHECKPOINT_ID_RE = re.compile(r"^[A-Za-z0-9_.:@$+=~-]{1,128}$")
+CHECKPOINT_ID_RE = re.compile(r"^[A-Za-z0-9_.:@$+=~-]{1,128}\Z")  # \Z: no trailing newline
 # `GET .../checkpoints/latest` is the latest checkpoint, so no checkpoint may be called that.
 RESERVED_CHECKPOINT_IDS = frozenset({"latest"})
 CHECKPOINT_NS_MAX = 512

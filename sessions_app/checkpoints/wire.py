@@ -27,6 +27,18 @@ SCHEDULED = "__scheduled__"
 INTERRUPT = "__interrupt__"
 RESUME = "__resume__"
 WRITES_IDX_MAP = {ERROR: -1, SCHEDULED: -2, INTERRUPT: -3, RESUME: -4}
+# The rest of what a reader of LangGraph's tasks needs (langgraph._internal._constants):
+# the channel of pending `Send` packets, the two kinds of task, the task of writes that
+# belong to no task, and the writes that say what happened to a task, not what it wrote.
+TASKS = "__pregel_tasks"
+PUSH = "__pregel_push"
+PULL = "__pregel_pull"
+NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
+RETURN = "__return__"
+ERROR_SOURCE_NODE = "__error_source_node__"
+CONTROL_WRITES = frozenset({ERROR, ERROR_SOURCE_NODE, INTERRUPT, RESUME})
+NS_SEP = "|"
+NS_END = ":"
 
 BLOB_KEY = "$blob"
 

@@ -117,5 +117,10 @@ def when(moment: datetime | None) -> str:
     local = timezone.localtime(moment) if timezone.is_aware(moment) else moment
     absolute = local.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
     delta = timezone.now() - moment if timezone.is_aware(moment) else None
-    relative = f"{timesince(moment)} ago" if delta is not None and delta.total_seconds() >= 0 else absolute
+    if delta is None or delta.total_seconds() < 0:
+        relative = absolute
+    elif delta.total_seconds() < 60:
+        relative = "just now"
+    else:
+        relative = f"{timesince(moment)} ago"
     return format_html('<time datetime="{}" title="{}">{}</time>', moment.isoformat(), absolute, relative)

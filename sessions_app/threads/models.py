@@ -13,7 +13,10 @@ from memoryadmin import policy
 
 # "search" is reserved: /threads/search is LangGraph's search action, so a thread of that
 # name could be written (its agent-state) but never read, patched or deleted.
-THREAD_ID_RE = re.compile(r"^(?!search$)[A-Za-z0-9_.:@$-]{1,64}$")
+# \Z, not $: `$` also matches before a final newline, and "x\n" would pass as a thread
+# that looks like "x" but is not it.
+THREAD_ID_RE = re.compile(r"^(?!search\Z)[A-Za-z0-9_.:@$-]{1,64}\Z")
+THREAD_ID_RULE = '1 to 64 characters of A-Z a-z 0-9 _ . : @ $ -, and not "search"'
 TITLE_MAX = 50
 
 

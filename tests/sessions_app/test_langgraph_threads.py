@@ -195,3 +195,50 @@ def test_search_costs_the_same_queries_for_few_and_many_threads(alice, alice_api
     make(30, 3)
     with django_assert_num_queries(len(few)):
         assert len(alice_api.post("/api/v1/threads/search", {"limit": 100}, format="json").json()) == 33
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sdk_counts_threads_with_search_filters(sdk, bob):
+    client, saver = sdk
+    assert client.threads.count() == 0
+    client.threads.create(thread_id="a", metadata={"graph_id": "support", "tier": 1})
+    client.threads.create(thread_id="b", metadata={"graph_id": "support", "tier": 2})
+    client.threads.create(thread_id="count", metadata={"graph_id": "other"})
+    graph_with(saver).invoke({"messages": [HumanMessage("refund?", id="h-1")]}, {"configurable": {"thread_id": "b"}})
+    lifecycle.thread_create(actor=bob, thread_id="bobs", metadata={"graph_id": "support"})
+
+    assert client.threads.count() == 3
+    assert client.threads.count(metadata={"graph_id": "support"}) == 2
+    assert client.threads.count(metadata={"graph_id": "support", "tier": 2}) == 1
+    assert client.threads.count(status="interrupted") == 1 and client.threads.count(status="idle") == 2
+    assert client.threads.count(metadata={"graph_id": "support"}, status="idle") == 1
+    assert client.threads.count(status="interrupted") == len(client.threads.search(status="interrupted"))
+    # The count route does not take the thread named "count" away.
+    assert client.threads.get("count")["metadata"] == {"graph_id": "other"}
+    assert client.threads.update("count", metadata={"x": 1})["metadata"] == {"graph_id": "other", "x": 1}
+    client.threads.delete("count")
+    assert client.threads.count() == 2
+
+
+@pytest.mark.django_db
+def test_count_refuses_what_it_cannot_filter(alice_api):
+    for body, field in [({"values": {"a": 1}}, "values"), ({"status": "sleeping"}, "status"), ({"metadata": [1]}, "metadata")]:
+        response = alice_api.post("/api/v1/threads/count", body, format="json")
+        assert response.status_code == 400 and field in response.json()["errors"], body
+    assert alice_api.post("/api/v1/threads/count", {}, format="json").json() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_history_takes_before_as_a_runnable_config_and_states_carry_the_checkpoint_ts(sdk):
+    client, saver = sdk
+    graph = graph_with(saver)
+    config = {"configurable": {"thread_id": "hist"}}
+    graph.invoke({"messages": [HumanMessage("refund?", id="h-1")]}, config)
+    history = client.threads.get_history("hist")
+    newest = history[0]["checkpoint"]
+    as_runnable = {"configurable": {"thread_id": "hist", "checkpoint_ns": "", "checkpoint_id": newest["checkpoint_id"]}}
+    assert [h["metadata"]["step"] for h in client.threads.get_history("hist", before=as_runnable)] == [0, -1]
+    assert [h["metadata"]["step"] for h in client.threads.get_history("hist", before=newest["checkpoint_id"])] == [0, -1]
+    local = list(graph.get_state_history(config))
+    assert [h["created_at"] for h in history] == [snapshot.created_at for snapshot in local]
+    assert client.threads.get_state("hist")["created_at"] == graph.get_state(config).created_at

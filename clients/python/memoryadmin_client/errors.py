@@ -27,7 +27,14 @@ class MemoryAdminError(RuntimeError):
     """memoryadmin refused or failed a request; the answer's JSON is kept as `body`, `code`, `detail`, `errors`."""
 
     def __init__(
-        self, status_code: int, body: Any, method: str = "", url: str = "", *, retry_after: float | None = None
+        self,
+        status_code: int,
+        body: Any,
+        method: str = "",
+        url: str = "",
+        *,
+        retry_after: float | None = None,
+        message: str | None = None,
     ) -> None:
         self.status_code = status_code
         self.body = body
@@ -38,11 +45,12 @@ class MemoryAdminError(RuntimeError):
         self.url = url
         self.retry_after = retry_after
         where = f" to {method} {url}" if method else ""
-        super().__init__(f"memoryadmin answered {status_code}{where}: {self.detail}")
+        # `message`: the client refused the request itself, so memoryadmin answered nothing.
+        super().__init__(message or f"memoryadmin answered {status_code}{where}: {self.detail}")
 
 
 class MemoryAdminInvalid(MemoryAdminError, ValueError):
-    """400: the request was refused as it stands; `errors` names the fields."""
+    """400: the request was refused as it stands (by the server, or by the client before sending it); `errors` names the fields."""
 
 
 class MemoryAdminAuthError(MemoryAdminError, PermissionError):

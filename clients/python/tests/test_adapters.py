@@ -107,9 +107,9 @@ def test_the_async_store_honours_a_429_retry_after():
 def test_the_saver_reads_a_missing_thread_as_nothing():
     answers = Answers((404, {"code": "not_found"}, {}))
     saver = saver_with(answers)
-    config = {"configurable": {"thread_id": "never made"}}
+    config = {"configurable": {"thread_id": "never-made:1"}}
     assert saver.get_tuple(config) is None and list(saver.list(config)) == []
-    assert answers.requests[0].url.raw_path.split(b"?")[0] == b"/api/v1/threads/never%20made/checkpoints/latest"
+    assert answers.requests[0].url.raw_path.split(b"?")[0] == b"/api/v1/threads/never-made%3A1/checkpoints/latest"
 
 
 def test_the_saver_retries_a_throttled_put_and_raises_one_it_may_not_wait_for():

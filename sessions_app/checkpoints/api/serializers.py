@@ -180,12 +180,12 @@ class InterruptSerializer(serializers.Serializer):
 class ThreadTaskSerializer(serializers.Serializer):
     id = serializers.CharField(allow_blank=True)
     name = serializers.CharField()
-    path = serializers.ListField(child=serializers.CharField())
-    error = serializers.JSONField(allow_null=True)
+    path = serializers.ListField(child=serializers.JSONField(), help_text="LangGraph's task path: [__pregel_push, index, false] or [__pregel_pull, node]")
+    error = serializers.CharField(allow_null=True)
     interrupts = InterruptSerializer(many=True)
     checkpoint = CheckpointConfigSerializer(allow_null=True)
     state = serializers.DictField(allow_null=True)
-    result = serializers.DictField(allow_null=True)
+    result = serializers.JSONField(allow_null=True, help_text="a finished task's writes to state keys; null until it finishes")
 
 
 class ThreadStateSerializer(serializers.Serializer):
@@ -213,9 +213,14 @@ class StateAtCheckpointSerializer(serializers.Serializer):
         "oneOf": [
             {"type": "string", "pattern": PARENT_ID_PATTERN},
             {"type": "object", "properties": {"checkpoint_id": {"type": "string", "pattern": PARENT_ID_PATTERN, "nullable": True}}},
+            {
+                "type": "object",
+                "properties": {"configurable": {"type": "object", "properties": {"checkpoint_id": {"type": "string", "pattern": PARENT_ID_PATTERN}}}},
+            },
         ],
         "nullable": True,
-        "description": "A checkpoint id, or a checkpoint config {checkpoint_id}: only older states.",
+        "description": "A checkpoint id, a checkpoint config {checkpoint_id} or a RunnableConfig {configurable: {checkpoint_id}}: "
+        "only older states.",
     }
 )
 class BeforeField(serializers.JSONField):
@@ -231,3 +236,22 @@ class HistoryRequestSerializer(serializers.Serializer):
     before = BeforeField(required=False)
     metadata = JsonObjectField(required=False, allow_null=True)
     checkpoint = HistoryNamespaceSerializer(required=False, allow_null=True, help_text="{checkpoint_ns}: the namespace to read (root by default).")
+
+
+class ThreadCountSerializer(serializers.Serializer):
+    metadata = JsonObjectField(required=False, allow_null=True, help_text="Threads whose metadata contains this object.")
+    status = serializers.ChoiceField(choices=["idle", "busy", "interrupted", "error"], required=False, allow_null=True)
+
+
+class UpdateStateSerializer(serializers.Serializer):
+    values = JsonObjectField(
+        allow_null=True,
+        help_text="state keys to write as as_node: messages merged by add_messages, any other key replaced",
+    )
+    as_node = serializers.CharField(required=False, allow_null=True, help_text="the node the update is made as; inferred as LangGraph does when absent")
+    checkpoint = CheckpointRefInSerializer(required=False, allow_null=True, help_text="the checkpoint to update (the latest when absent)")
+    checkpoint_id = serializers.RegexField(CHECKPOINT_ID_PATTERN, required=False, allow_null=True, help_text="as checkpoint.checkpoint_id")
+
+
+class UpdateStateResponseSerializer(serializers.Serializer):
+    checkpoint = CheckpointConfigSerializer()

@@ -1,4 +1,4 @@
-"""The thread resource as LangGraph's server has it: list and create, read, patch metadata, delete."""
+"""The thread resource as LangGraph's server has it: list and create, count, read, patch metadata, delete."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from sessions_app.threads.api import serializers as s
 from sessions_app.checkpoints import langgraph as lg
 from sessions_app.checkpoints import lifecycle
 from sessions_app.threads.api.views import thread_summary
+from sessions_app.threads.models import THREAD_ID_RULE
 from memoryadmin.api import THREAD_ID, json_body
+from memoryadmin import params as qp
 
 
 class ThreadListView(APIView):
@@ -99,3 +101,66 @@ class ThreadDetailView(APIView):
     def delete(self, request: Request, thread_id: str) -> Response:
         services.thread_delete(actor=request.user, thread_id=thread_id, request=request)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ThreadCountView(ThreadDetailView):
+    """`POST /threads/count` (LangGraph's count); the same path read as a thread is the thread `count`.
+
+    The route shadows `threads/<thread_id>` for that one id, whose methods (GET,
+    PATCH, DELETE) are not count's (POST), so it answers them as the thread would.
+    """
+
+    @extend_schema(
+        request=cs_serializers.ThreadCountSerializer,
+        responses={200: {"type": "integer"}},
+        summary="Count threads (LangGraph's POST /threads/count)",
+        description="The threads the caller may see that match, with search's filters (metadata, status).",
+    )
+    def post(self, request: Request) -> Response:
+        data = json_body(request) if request.body else {}
+        if data.get("values") not in (None, {}):
+            raise InvalidInput("values is not supported by memoryadmin.", fields={"values": ["is not supported."]})
+        count = lg.thread_count(
+            actor=request.user,
+            metadata=qp.parse_json_object(data.get("metadata"), "metadata"),
+            status=None if data.get("status") is None else qp.parse_choice(data["status"], "status", lg.THREAD_STATUSES, ""),
+        )
+        return Response(count)
+
+    @extend_schema(responses=s.ThreadDetailSerializer, operation_id="threads_count_thread_retrieve", summary="The thread named count")
+    def get(self, request: Request) -> Response:
+        return super().get(request, "count")
+
+    @extend_schema(
+        request=cs_serializers.ThreadPatchSerializer,
+        responses={200: cs_serializers.LangGraphThreadSerializer, 204: None},
+        operation_id="threads_count_thread_partial_update",
+        summary="Merge metadata into the thread named count",
+    )
+    def patch(self, request: Request) -> Response:
+        return super().patch(request, "count")
+
+    @extend_schema(responses={204: None}, operation_id="threads_count_thread_destroy", summary="Delete the thread named count")
+    def delete(self, request: Request) -> Response:
+        return super().delete(request, "count")
+
+
+class ThreadIdRefusedView(APIView):
+    """Any path under threads/ that no route took: a 400 naming thread_id.
+
+    WSGI hands Django the path with `%2F` already decoded, so a thread id holding
+    "/" (`user%2F42`, as the LangGraph SDK sends it) arrives as extra path
+    segments and matches no route. No thread can have such an id, so the answer
+    says so rather than a bare 404.
+    """
+
+    schema = None  # not an endpoint: what is left when none matched
+
+    def _refuse(self, request: Request, rest: str) -> Response:
+        message = f'thread ids are {THREAD_ID_RULE}, without "/"'
+        raise InvalidInput(
+            f"No endpoint matches threads/{rest}: if part of it is a thread id, {message}.",
+            fields={"thread_id": [f"must be {THREAD_ID_RULE}."]},
+        )
+
+    get = post = put = patch = delete = _refuse

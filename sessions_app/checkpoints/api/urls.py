@@ -8,6 +8,7 @@ urlpatterns = [
     path("threads", threads.ThreadListView.as_view(), name="api-thread-list"),
     # Before threads/<thread_id>: "search" is an action, not a thread id (as in LangGraph's server).
     path("threads/search", views.ThreadSearchView.as_view(), name="api-thread-search"),
+    path("threads/count", threads.ThreadCountView.as_view(), name="api-thread-count"),
     path("threads/<str:thread_id>", threads.ThreadDetailView.as_view(), name="api-thread-detail"),
     path("threads/<str:thread_id>/checkpoints", views.CheckpointListView.as_view(), name="api-checkpoint-list"),
     # Before checkpoints/<checkpoint_id>: "latest" is reserved, never a checkpoint id.
@@ -31,4 +32,10 @@ urlpatterns = [
     path("threads/<str:thread_id>/history", views.ThreadHistoryView.as_view(), name="api-thread-history"),
     path("checkpoints/prune", views.CheckpointPruneView.as_view(), name="api-checkpoint-prune"),
     path("checkpoints/delete-for-runs", views.CheckpointDeleteForRunsView.as_view(), name="api-checkpoint-delete-for-runs"),
+]
+
+# Last of all the API's routes (memoryadmin/urls.py): what no route under threads/ matched.
+# A path without "/" after threads/ is a thread's (threads/<thread_id>), so this takes the rest.
+refused_thread_paths = [
+    path("threads/<path:rest>", threads.ThreadIdRefusedView.as_view(), name="api-thread-id-refused"),
 ]

@@ -1,6 +1,6 @@
-"""Checkpoint endpoints (docs/checkpoints.md, "API guide") and LangGraph's thread reads.
+"""Checkpoint endpoints and LangGraph's thread state endpoints (docs/checkpoints.md, "API guide").
 
-Thin: `checkpoint_services` writes, `checkpoint_selectors` reads; both decide ownership.
+Thin: `services` and `state_update` write, `selectors` and `langgraph` read; they decide ownership.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from sessions_app.threads.api.views import THREAD_ID
 from memoryadmin import params as qp
 from sessions_app.checkpoints import langgraph as lg
 from sessions_app.checkpoints import lifecycle
+from sessions_app.checkpoints import state_update
 from memoryadmin.api import json_body
 
 NS_SCHEMA = {"type": "string", "maxLength": cs.CHECKPOINT_NS_MAX, "pattern": s.NS_PATTERN}
@@ -318,6 +319,35 @@ class ThreadStateView(APIView):
             )
         )
 
+    @extend_schema(
+        parameters=[THREAD_ID],
+        request=s.UpdateStateSerializer,
+        responses=s.UpdateStateResponseSerializer,
+        operation_id="threads_state_update",
+        summary="Update a thread's state as a node (LangGraph's POST /threads/{id}/state)",
+        description="A new checkpoint after the latest (or the given) one, as graph.update_state makes it; "
+        "the owner only. Messages merge by add_messages, other keys are replaced (docs/checkpoints.md).",
+    )
+    def post(self, request: Request, thread_id: str) -> Response:
+        data = json_body(request)
+        _refuse_unsupported(data, ("task_id",))
+        checkpoint = data.get("checkpoint")
+        if checkpoint is not None and not isinstance(checkpoint, dict):
+            raise InvalidInput("checkpoint must be an object {checkpoint_id, checkpoint_ns}.", fields={"checkpoint": ["must be an object."]})
+        checkpoint = checkpoint or {}
+        checkpoint_id = checkpoint.get("checkpoint_id") or data.get("checkpoint_id")
+        field = "checkpoint.checkpoint_id" if checkpoint.get("checkpoint_id") else "checkpoint_id"
+        return Response(
+            state_update.thread_update_state(
+                actor=request.user,
+                thread_id=thread_id,
+                values=data.get("values"),
+                as_node=data.get("as_node"),
+                checkpoint_id=None if checkpoint_id is None else cs.checkpoint_id_validate(checkpoint_id, field),
+                checkpoint_ns=cs.checkpoint_ns_validate(checkpoint.get("checkpoint_ns"), "checkpoint.checkpoint_ns"),
+            )
+        )
+
 
 class ThreadStateAtView(APIView):
     @extend_schema(
@@ -376,6 +406,18 @@ class ThreadStateCheckpointView(APIView):
         )
 
 
+def _before_id(before: Any) -> str | None:
+    """`before` of a history request: a checkpoint id, a checkpoint config, or a RunnableConfig."""
+    if isinstance(before, dict):
+        configurable = before.get("configurable")
+        before = configurable.get("checkpoint_id") if isinstance(configurable, dict) else before.get("checkpoint_id")
+    if before is not None and not isinstance(before, str):
+        raise InvalidInput(
+            "before must be a checkpoint id, a checkpoint config or a RunnableConfig.", fields={"before": ["must be a checkpoint id."]}
+        )
+    return before or None
+
+
 class ThreadHistoryView(APIView):
     @extend_schema(
         parameters=[THREAD_ID],
@@ -386,17 +428,13 @@ class ThreadHistoryView(APIView):
     def post(self, request: Request, thread_id: str) -> Response:
         data = _optional_body(request)
         _refuse_unsupported(data, ("select",))
-        before = data.get("before")
-        if isinstance(before, dict):
-            before = before.get("checkpoint_id")
-        if before is not None and not isinstance(before, str):
-            raise InvalidInput("before must be a checkpoint id or a checkpoint config.", fields={"before": ["must be a checkpoint id."]})
+        before = _before_id(data.get("before"))
         config = qp.parse_json_object(data.get("checkpoint"), "checkpoint")
         history = lg.thread_history(
             actor=request.user,
             thread_id=thread_id,
             limit=qp.parse_limit(data.get("limit"), default=10),
-            before=before or None,
+            before=before,
             metadata=qp.parse_json_object(data.get("metadata"), "metadata"),
             checkpoint_ns=cs.checkpoint_ns_validate(config.get("checkpoint_ns"), "checkpoint.checkpoint_ns"),
         )

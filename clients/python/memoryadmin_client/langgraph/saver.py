@@ -22,6 +22,11 @@ Errors are the client's `MemoryAdminError` subclasses (`memoryadmin_client.error
 or a read-only key), 404 `MemoryAdminNotFound`, 400 `MemoryAdminInvalid` (also
 a `ValueError`), 409 `MemoryAdminConflict`. Reads of a thread or checkpoint that
 does not exist answer None or nothing, as LangGraph's savers do.
+
+Thread ids are memoryadmin's (1 to 64 characters of `A-Z a-z 0-9 _ . : @ $ -`, not
+`search`): any other id is refused before a request is sent, with
+`MemoryAdminInvalid` naming `thread_id` (`memoryadmin_client.ids`), never read as
+an empty thread.
 """
 
 from __future__ import annotations
@@ -30,7 +35,6 @@ import json
 import random
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 from langchain_core.runnables import RunnableConfig
@@ -54,6 +58,7 @@ from ..errors import (
     MemoryAdminNotFound,
 )
 from ..http import RETRIES, Call, HTTPClient, RetryPolicy
+from ..ids import path_segment, thread_id_checked
 from .codec import BLOB_KEY, ValueCodec
 
 PAGE_SIZE = 100
@@ -61,13 +66,15 @@ BATCH = 1000
 
 
 def _q(value: str) -> str:
-    return quote(str(value), safe="")
+    return path_segment(value)
 
 
 def _configurable(config: RunnableConfig) -> dict[str, Any]:
+    """The config's `configurable`, its thread id checked before any request (`ids.thread_id_checked`)."""
     configurable = (config or {}).get("configurable") or {}
     if not configurable.get("thread_id"):
         raise ValueError("MemoryAdminSaver needs config['configurable']['thread_id'].")
+    thread_id_checked(configurable["thread_id"])
     return configurable
 
 
@@ -212,7 +219,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
 
     @staticmethod
     def _delete_thread_request(thread_id: str) -> Call:
-        return Call("DELETE", f"/threads/{_q(thread_id)}/checkpoints", tolerate=(404,))
+        return Call("DELETE", f"/threads/{_q(thread_id_checked(thread_id))}/checkpoints", tolerate=(404,))
 
     @staticmethod
     def _delete_for_runs_requests(run_ids: Sequence[str]) -> list[Call]:
@@ -224,11 +231,12 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
 
     @staticmethod
     def _copy_request(source_thread_id: str, target_thread_id: str) -> Call:
-        return Call("POST", f"/threads/{_q(source_thread_id)}/copy", body={"thread_id": target_thread_id})
+        source, target = thread_id_checked(source_thread_id), thread_id_checked(target_thread_id)
+        return Call("POST", f"/threads/{_q(source)}/copy", body={"thread_id": target})
 
     @staticmethod
     def _prune_requests(thread_ids: Sequence[str], strategy: str) -> list[Call]:
-        ids = [str(thread_id) for thread_id in thread_ids]
+        ids = [thread_id_checked(thread_id) for thread_id in thread_ids]
         return [
             Call("POST", "/checkpoints/prune", body={"thread_ids": ids[i : i + BATCH], "strategy": strategy})
             for i in range(0, len(ids), BATCH)
