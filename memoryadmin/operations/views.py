@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import json
 
 from django.contrib import messages
@@ -33,22 +35,33 @@ def home(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def message_search(request: HttpRequest) -> HttpResponse:
-    query = search.MessageQuery.from_params(request.GET)
-    before = params.parse_cursor(request.GET.get("before"), name="before")
-    page = search.message_search(actor=request.user, query=query, before=before, request=request)
-    query_params = query.as_params()
+    """The search page. A parameter the search refuses keeps the page and its form, with the
+    error beside it (a 400), instead of an error page that loses what was typed."""
     context = {
-        "query": query,
-        "page": page,
         "roles": search.ROLES,
         "agent_codes": selectors.thread_agent_codes(actor=request.user),
-        "older_url": f"?{urlencode({**query_params, 'before': page.older})}" if page.older else "",
         "backend": search.search_backend(),
     }
+    status = 200
+    try:
+        query = search.MessageQuery.from_params(request.GET)
+        before = params.parse_cursor(request.GET.get("before"), name="before")
+    except InvalidInput as exc:
+        status = 400
+        field = next(iter(exc.fields), "")
+        echo = {name: request.GET.get(name, "")[:200] for name in ("q", "owner", "agent", "role", "archived")}
+        context.update(query=SimpleNamespace(**echo, since=None, until=None), page=None, error=exc.message, error_field=field)
+    else:
+        page = search.message_search(actor=request.user, query=query, before=before, request=request)
+        context.update(
+            query=query,
+            page=page,
+            older_url=f"?{urlencode({**query.as_params(), 'before': page.older})}" if page.older else "",
+        )
     template = "operations/search.html"
     if request.htmx and request.htmx.target == "search-results":
         template += "#search-results"
-    return render(request, template, context)
+    return render(request, template, context, status=status)
 
 @require_GET
 @login_required

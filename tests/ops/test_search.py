@@ -240,3 +240,12 @@ def test_the_api_takes_the_same_queries_at_any_size(alice, alice_api, rows, djan
     # key with its owner's role, hits
     with django_assert_num_queries(2):
         assert alice_api.get("/api/v1/search/messages", {"q": "needle"}).status_code == 200
+
+
+def test_a_bad_search_parameter_keeps_the_page_and_the_form(client, alice):
+    login_client(client, alice)
+    response = client.get("/search/", {"q": "kyoto trains", "since": "31/01/2026"})
+    body = response.content.decode()
+    assert response.status_code == 400
+    assert '<form class="filters"' in body and 'value="kyoto trains"' in body  # what was typed is kept
+    assert 'role="alert" data-field="since"' in body
