@@ -55,7 +55,7 @@ from agentscope.memory import MemoryBase
 from agentscope.module import StateModule
 from agentscope.session import SessionBase
 
-from ..agent_state import THREAD_ID_RE, AgentStateAPI, landed
+from ..agent_state import THREAD_ID_RE, AgentStateAPI, as_json
 from ..errors import MemoryAdminPreconditionFailed
 from ..http import RETRIES, HTTPClient, RetryPolicy
 from .messages import message_to_msg, msg_as_state, msg_from_state, msg_to_message
@@ -195,9 +195,10 @@ class MemoryAdminSession(SessionBase):
         except MemoryAdminPreconditionFailed:
             # The same save may have reached the server before a retry of it: then it is done.
             state = await self.api.aload(thread_id=thread_id)
-            if not (landed(state=state, context=context) and state.context == context and state.extra_state == extra):
+            if state is None or [state.context, state.extra_state] != as_json(value=[context, extra]):
                 raise
-            self._etags[thread_id] = state.etag or ""
+            if state.etag:
+                self._etags[thread_id] = state.etag
             return
         if result.etag:
             self._etags[thread_id] = result.etag
@@ -218,7 +219,8 @@ class MemoryAdminSession(SessionBase):
         saved = saved if isinstance(saved, dict) else {}
         modules_state = saved.get("modules") if isinstance(saved.get("modules"), dict) else {}
         if "context_module" in saved:
-            path = tuple(saved["context_module"].split(".")) if saved["context_module"] else None
+            named = saved["context_module"]
+            path = tuple(named.split(".")) if isinstance(named, str) and named else None
         else:
             path = context_path(modules=state_modules_mapping, context_module=self.context_module)
         content = []
