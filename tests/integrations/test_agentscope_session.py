@@ -264,6 +264,29 @@ def test_another_members_key_is_refused_and_nothing_is_written(live_server, sess
     assert len(blocks_of("alices-session", archived=False)) == 6
 
 
+def test_modules_saved_one_by_one_load_one_by_one(live_server, session_for, key_for, alice):
+    session = session_for(key_for(alice))
+    agent = first_agent()
+    restored = make_agent([])
+
+    async def run():
+        await two_turns(agent)
+        await agent.plan_notebook.create_plan(
+            name="Osaka", description="A day in Osaka", expected_outcome="A route",
+            subtasks=[SubTask(name="Morning", description="Castle", expected_outcome="Tickets")],
+        )
+        await session.save_session_state("by-module", memory=agent.memory, plan=agent.plan_notebook)
+        await session.load_session_state("by-module", memory=restored.memory, plan=restored.plan_notebook)
+        assert await memory_of(restored) == await memory_of(agent)
+        assert restored.plan_notebook.current_plan == agent.plan_notebook.current_plan
+
+    run_async(run, closing=session_for.clients)
+    extra = Thread.objects.get(thread_id="by-module").extra_state["agentscope"]
+    assert extra["context_module"] == "memory" and set(extra["modules"]) == {"memory", "plan"}
+    assert extra["modules"]["memory"] == {"_compressed_summary": ""}
+    assert len(blocks_of("by-module")) == 6
+
+
 def test_a_missing_session_loads_nothing_or_is_a_value_error(live_server, session_for, key_for, alice):
     session = session_for(key_for(alice))
     agent = make_agent([])

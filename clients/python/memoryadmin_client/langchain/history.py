@@ -70,6 +70,7 @@ class MemoryAdminChatMessageHistory(BaseChatMessageHistory):
         transport: Any = None,
         async_transport: Any = None,
     ) -> None:
+        super().__init__()
         self.thread_id = thread_id_validate(thread_id=thread_id)
         self.agent_code = agent_code
         self._owns_client = client is None
