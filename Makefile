@@ -15,7 +15,7 @@ CLIENT := clients/python
 # index has: it is installed from this repository, ahead of the server.
 $(VENV)/.installed: pyproject.toml $(CLIENT)/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet -e './$(CLIENT)[langgraph]' -e '.[test,langgraph]'
+	$(PIP) install --quiet -e './$(CLIENT)[langgraph,agentscope,langchain]' -e '.[test,langgraph]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -50,7 +50,7 @@ CLIENT_VENV := $(CLIENT)/.venv
 
 $(CLIENT_VENV)/.installed: $(CLIENT)/pyproject.toml
 	$(PYTHON) -m venv $(CLIENT_VENV)
-	$(CLIENT_VENV)/bin/pip install --quiet -e './$(CLIENT)[langgraph,test]'
+	$(CLIENT_VENV)/bin/pip install --quiet -e './$(CLIENT)[langgraph,agentscope,langchain,test]'
 	touch $@
 
 test-client: $(CLIENT_VENV)/.installed

@@ -1,10 +1,13 @@
-"""memoryadmin's Python client: LangGraph checkpointer and store over the HTTP API, and the context builder.
+"""memoryadmin's Python client: framework adapters over the HTTP API, and the context builder.
 
     from memoryadmin_client.langgraph import MemoryAdminSaver, MemoryAdminStore   # the `langgraph` extra
+    from memoryadmin_client.agentscope import MemoryAdminSession                # the `agentscope` extra
+    from memoryadmin_client.langchain import MemoryAdminChatMessageHistory      # the `langchain` extra
     from memoryadmin_client.context import build_context                        # plain Python
 
-The core (this package without `langgraph`) needs httpx alone: the HTTP layer
-(`http`), the errors (`errors`) and the context builder (`context`).
+The core (this package without its adapters) needs httpx alone: the HTTP layer
+(`http`), the errors (`errors`), a thread's conversation state (`agent_state`)
+and the context builder (`context`).
 """
 
 from .errors import (

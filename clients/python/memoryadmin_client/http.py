@@ -124,13 +124,23 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class Call:
-    """One API request: `tolerate` lists the statuses that mean "nothing there" (answered None, not raised)."""
+    """One API request: `tolerate` lists the statuses that mean "nothing there" (answered None, not raised).
+
+    `headers` are sent with this request only (an `If-Match`, say), on top of the client's.
+    """
 
     method: str
     path: str
     params: Mapping[str, Any] | None = None
     body: Any = None
     tolerate: tuple[int, ...] = ()
+    headers: Mapping[str, str] | None = None
+
+
+def request_headers(*, call: Call, content: bytes | None) -> dict[str, str] | None:
+    """The headers of one request beyond the client's: JSON's content type when there is a body, and the call's own."""
+    headers = {**(JSON_HEADERS if content is not None else {}), **(call.headers or {})}
+    return headers or None
 
 
 def error_from(*, response: httpx.Response) -> MemoryAdminError:
@@ -191,7 +201,7 @@ class HTTPClient:
     def send(self, call: Call) -> httpx.Response | None:
         """`call` over the sync client, retried as the policy says; None for a tolerated status."""
         content = encode_json(body=call.body)
-        headers = JSON_HEADERS if content is not None else None
+        headers = request_headers(call=call, content=content)
         attempt = 0
         while True:
             try:
@@ -212,7 +222,7 @@ class HTTPClient:
     async def asend(self, call: Call) -> httpx.Response | None:
         """`call` over the running loop's async client, retried as the policy says; None for a tolerated status."""
         content = encode_json(body=call.body)
-        headers = JSON_HEADERS if content is not None else None
+        headers = request_headers(call=call, content=content)
         attempt = 0
         while True:
             try:
@@ -274,5 +284,6 @@ __all__ = [
     "api_root",
     "encode_json",
     "error_from",
+    "request_headers",
     "retry_after_seconds",
 ]

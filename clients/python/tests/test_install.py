@@ -39,6 +39,39 @@ def test_the_core_requires_httpx_alone_and_langgraph_comes_with_its_extra():
 
     assert names(None) == {"httpx"}
     assert names("langgraph") == {"langgraph", "langgraph-checkpoint", "langchain-core"}
+    assert names("agentscope") == {"agentscope", "mcp", "tqdm", "greenlet"}
+    assert names("langchain") == {"langchain-core"}
+
+
+def test_the_agentscope_and_langchain_adapters_import_without_django():
+    from agentscope.session import SessionBase
+    from langchain_core.chat_history import BaseChatMessageHistory
+
+    from memoryadmin_client.agentscope import MemoryAdminSession
+    from memoryadmin_client.langchain import MemoryAdminChatMessageHistory
+
+    assert issubclass(MemoryAdminSession, SessionBase)
+    assert issubclass(MemoryAdminChatMessageHistory, BaseChatMessageHistory)
+    assert not [name for name in sys.modules if name == "django" or name.startswith("django.")]
+
+
+@pytest.mark.parametrize(
+    ("hidden", "module", "message"),
+    [
+        ("agentscope", "agentscope", "memoryadmin_client.agentscope needs AgentScope 1.x: pip install 'memoryadmin-client[agentscope]'"),
+        ("langchain_core", "langchain", "memoryadmin_client.langchain needs langchain-core: pip install 'memoryadmin-client[langchain]'"),
+    ],
+)
+def test_an_adapter_without_its_framework_names_its_extra(hidden, module, message):
+    script = f"""
+import sys
+sys.modules[{hidden!r}] = None
+from memoryadmin_client.agent_state import AgentStateAPI
+import memoryadmin_client.{module}
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == f"ImportError: {message}"
 
 
 def test_the_core_works_without_langgraph_and_the_adapters_name_the_extra():
