@@ -99,7 +99,7 @@ class UpdatedCursorPagination(StrictLimitMixin, CursorPagination):
     max_page_size = 500
 
 
-THREAD_ID = OpenApiParameter("thread_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="1..64 of [A-Za-z0-9_.:@$-], not \"search\"")
+THREAD_ID = OpenApiParameter("thread_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="1..64 of [A-Za-z0-9_.:@$-], not \"search\", \".\" or \"..\"")
 
 def json_body(request: Request) -> dict:
     data = request.data

@@ -59,7 +59,8 @@ ERROR_RESPONSES = {
 }
 
 
-THREAD_ID_SCHEMA = {"type": "string", "pattern": "^(?!search$)[A-Za-z0-9_.:@$-]{1,64}$", "minLength": 1, "maxLength": 64}
+# "." and ".." are path steps (clients resolve them before sending), reserved like "search".
+THREAD_ID_SCHEMA = {"type": "string", "pattern": "^(?!(?:search|\\.|\\.\\.)$)[A-Za-z0-9_.:@$-]{1,64}$", "minLength": 1, "maxLength": 64}
 
 
 def add_error_responses(result, generator, request, public):

@@ -12,8 +12,12 @@ from django.utils import timezone
 from memoryadmin import roles
 
 # "search" is reserved: /threads/search is LangGraph's search action, so a thread of that
-# name could be written (its agent-state) but never read, patched or deleted.
-THREAD_ID_RE = re.compile(r"^(?!search$)[A-Za-z0-9_.:@$-]{1,64}$")
+# name could be written (its agent-state) but never read, patched or deleted. "." and ".."
+# are path steps to browsers and HTTP clients, which resolve them before sending: a thread
+# of either name could never be reached by its URL. Anchored with \A and \Z (not ^ and $,
+# which let a trailing newline through), so `.match` and `.fullmatch` both mean the whole id.
+THREAD_ID_RE = re.compile(r"\A(?!(?:search|\.|\.\.)\Z)[A-Za-z0-9_.:@$-]{1,64}\Z")
+RESERVED_THREAD_IDS = frozenset({"search", ".", ".."})
 TITLE_MAX = 50
 
 
