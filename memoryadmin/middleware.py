@@ -9,6 +9,7 @@ from django.shortcuts import render
 
 from .audit import audit_denial
 from .errors import DomainError, Forbidden
+from .jsoncheck import UNSTORABLE_TEXT, text_storable
 from .metrics import HTTP_LATENCY, HTTP_REQUESTS
 
 
@@ -32,8 +33,9 @@ class RequestLimitsMiddleware:
     """Refuses what no view can handle, before any view runs.
 
     A body larger than MEMORYADMIN_MAX_BODY_BYTES is a 413, unread. A NUL character
-    in the path or the query string is a 400: PostgreSQL text cannot hold one, so a
-    filter carrying it would otherwise fail inside the database.
+    in the path, the query string or a form field is a 400 (naming the field): PostgreSQL
+    text cannot hold one, so a filter or a value carrying it would otherwise fail inside
+    the database. JSON bodies are checked field by field by the services.
     """
 
     def __init__(self, get_response):
@@ -50,6 +52,9 @@ class RequestLimitsMiddleware:
             return _refuse(request, 400, "invalid", "Content-Length is not a number.")
         if length > limit:
             return _refuse(request, 413, "too_large", f"Request body of {length} bytes exceeds the limit of {limit} bytes.")
+        field = _form_field_unstorable(request)
+        if field is not None:
+            return _refuse(request, 400, "invalid", f"{field} {UNSTORABLE_TEXT}", errors={field: [UNSTORABLE_TEXT]})
         return self.get_response(request)
 
 
@@ -57,9 +62,25 @@ def _query_has_nul(request) -> bool:
     return any("\x00" in key or any("\x00" in value for value in values) for key, values in request.GET.lists())
 
 
-def _refuse(request, status: int, code: str, detail: str):
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _form_field_unstorable(request) -> str | None:
+    """The name of the first form field (of a POST form) holding NUL or a lone surrogate."""
+    if request.method != "POST" or request.content_type not in FORM_TYPES:
+        return None
+    for name, values in request.POST.lists():
+        if not text_storable(name):
+            return "a field name"
+        if not all(text_storable(value) for value in values):
+            return name
+    return None
+
+
+def _refuse(request, status: int, code: str, detail: str, *, errors: dict | None = None):
     if request.path.startswith("/api/"):
-        return JsonResponse({"code": code, "detail": detail}, status=status)
+        body = {"code": code, "detail": detail, **({"errors": errors} if errors else {})}
+        return JsonResponse(body, status=status)
     return HttpResponse(detail, status=status, content_type="text/plain; charset=utf-8")
 
 

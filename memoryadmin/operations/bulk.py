@@ -27,6 +27,7 @@ from django.utils import timezone
 from memoryadmin import roles
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
+from memoryadmin.jsoncheck import text_input_check
 
 from sessions_app.threads import services
 from memoryadmin.operations.models import BulkJob
@@ -59,9 +60,9 @@ class Selection:
         if data.get("all") == "1":
             return cls(
                 filter={
-                    "q": (data.get("q") or "").strip()[:200],
-                    "agent": (data.get("agent") or "").strip()[:64],
-                    "owner": (data.get("owner") or "").strip()[:150],
+                    "q": text_input_check((data.get("q") or "").strip()[:200], "q"),
+                    "agent": text_input_check((data.get("agent") or "").strip()[:64], "agent"),
+                    "owner": text_input_check((data.get("owner") or "").strip()[:150], "owner"),
                 }
             )
         ids = data.getlist("ids") if hasattr(data, "getlist") else data.get("ids") or []

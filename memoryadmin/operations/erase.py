@@ -33,6 +33,7 @@ from django.utils import timezone
 from memoryadmin import roles
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
+from memoryadmin.jsoncheck import text_input_check
 from memoryadmin.models import ApiKey
 
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
@@ -45,6 +46,7 @@ BATCH = 2000
 def _user(username: Any):
     if not isinstance(username, str) or not username.strip():
         raise InvalidInput("username is required.", fields={"username": ["is required."]})
+    text_input_check(username, "username")
     user = get_user_model().objects.filter(username=username.strip()).first()
     if user is None:
         raise NotFound(f"No user {username!r}.")

@@ -6,10 +6,15 @@ counts before and after show that nothing was written.
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import pytest
 
 from memoryadmin.apikeys import apikey_authenticate, apikey_create
-from sessions_app.models import Checkpoint, Thread
+from memoryadmin.errors import InvalidInput
+from memoryadmin.operations import bulk, erase, retention
+from memoryadmin.operations.models import BulkJob, RetentionPolicy
+from sessions_app.models import Block, Checkpoint, Thread
 from sessions_app.threads.services import thread_save_agent_state
 
 pytestmark = pytest.mark.django_db
@@ -109,3 +114,67 @@ def test_a_key_whose_prefix_cannot_be_a_prefix_is_no_key_and_no_query(anon_api, 
     anon_api.credentials(HTTP_AUTHORIZATION=f"Bearer {lookalike}")
     assert anon_api.get("/api/v1/threads").status_code == 401
     assert apikey_authenticate(issued.plaintext) is not None
+
+
+# --- NUL and lone surrogates in text that reaches the database ---------------------------------
+
+
+def test_a_nul_in_agent_code_is_a_400_naming_it(alice_api, thread):
+    before = counts(), Block.objects.count()
+    response = alice_api.put("/api/v1/threads/t2/agent-state", {"agent_code": "b\x00t", "context": CONTEXT}, format="json")
+    refused(response, "agent_code")
+    response = alice_api.put("/api/v1/threads/t1/agent-state", {"agent_code": "b\x00t", "context": CONTEXT * 2}, format="json")
+    refused(response, "agent_code")
+    assert (counts(), Block.objects.count()) == before
+
+
+def test_a_lone_surrogate_in_agent_code_is_refused_by_the_service(alice):
+    with pytest.raises(InvalidInput) as refusal:
+        thread_save_agent_state(actor=alice, thread_id="t2", agent_code="b\ud800t", context=CONTEXT)
+    assert "agent_code" in refusal.value.fields
+    assert not Thread.objects.exists()
+
+
+def test_a_nul_in_a_run_id_is_a_400_naming_it(alice_api, thread):
+    alice_api.post("/api/v1/threads/t1/checkpoints", {"checkpoint": {"v": 1}, "metadata": {"run_id": "r1"}}, format="json")
+    before = counts()
+    response = alice_api.post("/api/v1/checkpoints/delete-for-runs", {"run_ids": ["r1", "r\x001"]}, format="json")
+    refused(response, "run_ids[1]")
+    assert counts() == before == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("url", "data", "field"),
+    [
+        ("/retention/policies", {"agent_code": "b\x00t", "keep_checkpoints": "3"}, "agent_code"),
+        ("/retention/policies/delete", {"agent_code": "b\x00t"}, "agent_code"),
+        ("/erase/", {"username": "al\x00ice", "confirm": "al\x00ice"}, "username"),
+        ("/bulk/export", {"all": "1", "agent": "b\x00t"}, "agent"),
+        ("/bulk/start", {"action": "delete", "all": "1", "owner": "al\x00ice"}, "owner"),
+    ],
+)
+def test_a_nul_in_a_form_field_is_a_400_naming_it(client, admin_user, thread, url, data, field):
+    client.force_login(admin_user)
+    tables = (RetentionPolicy, BulkJob, Thread, Block)
+    before = [model.objects.count() for model in tables]
+    for encoding in ("multipart", "urlencoded"):
+        if encoding == "multipart":
+            response = client.post(url, data)
+        else:
+            response = client.post(url, urlencode(data), content_type="application/x-www-form-urlencoded")
+        assert response.status_code == 400, (encoding, response.status_code)
+        assert field in response.content.decode()
+    assert [model.objects.count() for model in tables] == before
+
+
+def test_the_services_refuse_a_nul_whoever_calls_them(admin_user):
+    for call, field in (
+        (lambda: retention.retention_policy_save(actor=admin_user, agent_code="b\x00t", keep_checkpoints=3), "agent_code"),
+        (lambda: retention.retention_policy_delete(actor=admin_user, agent_code="b\x00t"), "agent_code"),
+        (lambda: erase.user_erase_preview(actor=admin_user, username="al\x00ice"), "username"),
+        (lambda: bulk.Selection.from_data({"all": "1", "q": "a\x00"}), "q"),
+    ):
+        with pytest.raises(InvalidInput) as refusal:
+            call()
+        assert field in refusal.value.fields
+    assert not RetentionPolicy.objects.exists()
