@@ -6,7 +6,8 @@ counts before and after show that nothing was written.
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
+import base64
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import pytest
 
@@ -178,3 +179,46 @@ def test_the_services_refuse_a_nul_whoever_calls_them(admin_user):
             call()
         assert field in refusal.value.fields
     assert not RetentionPolicy.objects.exists()
+
+
+# --- cursors ----------------------------------------------------------------------------------
+
+
+def cursor_of(text: str) -> str:
+    return quote(base64.b64encode(text.encode()).decode())
+
+
+BAD_CURSORS = {
+    "non-numeric-seq": cursor_of("p=abc"),
+    "huge-seq": cursor_of("p=99999999999999999999"),
+    "non-time": cursor_of("p=yesterday"),
+    "bad-offset": cursor_of("o=x"),
+    "bad-padding": "a",
+    "not-ascii": quote("é"),
+}
+
+
+@pytest.mark.parametrize("url", ["/api/v1/threads/t1/messages", "/api/v1/threads", "/api/v1/graphs"])
+@pytest.mark.parametrize("cursor", BAD_CURSORS.values(), ids=BAD_CURSORS.keys())
+def test_a_cursor_the_list_did_not_give_is_a_400_naming_cursor(alice_api, thread, url, cursor):
+    response = alice_api.get(f"{url}?cursor={cursor}")
+    refused(response, "cursor")
+
+
+@pytest.mark.parametrize("url", ["/api/v1/threads/t1/messages", "/api/v1/threads", "/api/v1/graphs"])
+def test_the_cursors_a_list_gives_page_it_and_a_tampered_one_is_refused(alice, alice_api, url):
+    for index in range(3):
+        thread_save_agent_state(actor=alice, thread_id=f"t{index + 1}", agent_code="bot", context=CONTEXT * 2 if index == 0 else CONTEXT)
+        alice_api.post("/api/v1/graphs", {"name": f"g{index}", "spec": {"nodes": [], "edges": []}}, format="json")
+    seen, page = [], alice_api.get(f"{url}?limit=1").json()
+    while True:
+        seen.extend(page["results"])
+        if not page["next"]:
+            break
+        page = alice_api.get(page["next"]).json()
+    assert len(seen) in (2, 3) and len({str(row) for row in seen}) == len(seen)
+    previous = alice_api.get(alice_api.get(f"{url}?limit=1").json()["next"]).json()["previous"]
+    assert alice_api.get(previous).status_code == 200
+    given = parse_qs(urlsplit(previous).query)["cursor"][0]
+    tampered = parse_qs(base64.b64decode(given).decode()) | {"p": ["not-a-position"]}
+    refused(alice_api.get(f"{url}?limit=1&cursor={cursor_of(urlencode(tampered, doseq=True))}"), "cursor")
