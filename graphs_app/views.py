@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from memoryadmin.errors import Conflict, InvalidInput
+from memoryadmin.params import parse_page
 from sessions_app.threads.selectors import thread_get_for_read
 
 from . import selectors, services
@@ -49,13 +50,6 @@ STARTER_SPEC: dict[str, Any] = {
 }
 
 
-def _int_param(request: HttpRequest, name: str, default: int = 0) -> int:
-    try:
-        return max(0, int(request.GET.get(name, default)))
-    except (TypeError, ValueError):
-        return default
-
-
 def _preview_context(text: str) -> dict[str, Any]:
     """The preview of what is in the textarea: the compile result, or why it is not a graph."""
     try:
@@ -77,7 +71,7 @@ def _preview_context(text: str) -> dict[str, Any]:
 def graph_list(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").strip()[:100]
     owner = request.GET.get("owner", "").strip()[:150]
-    page = _int_param(request, "page", 1) or 1
+    page = parse_page(request.GET.get("page"), page_size=PAGE_SIZE)
     graphs = selectors.graph_list(actor=request.user, q=q, owner=owner)
     # One row more than shown tells whether a next page exists, without a COUNT.
     offset = (page - 1) * PAGE_SIZE
@@ -100,7 +94,8 @@ def graph_list(request: HttpRequest) -> HttpResponse:
 
 
 def _editor(
-    request: HttpRequest, *, graph=None, form=None, spec_text: str, status: int = 200, converted: bool = False
+    request: HttpRequest, *, graph=None, form=None, spec_text: str, status: int = 200, converted: bool = False,
+    convert_error: str | None = None,
 ) -> HttpResponse:
     may_create = selectors.graph_may_create(actor=request.user)
     if graph is None:
@@ -119,6 +114,7 @@ def _editor(
         "can_edit": can_edit,
         "can_delete": can_delete,
         "converted": converted,
+        "convert_error": convert_error,
         "rename_form": RenameForm(initial={"name": graph.name}) if graph is not None else None,
         **_preview_context(spec_text),
     }
@@ -221,8 +217,10 @@ def graph_convert(request: HttpRequest) -> HttpResponse:
     """Paste LangGraph JSON: convert ``get_graph().to_json()`` into a definition in the editor."""
     form = LangGraphForm(request.POST)
     graph = None
-    if request.POST.get("graph_id", "").isdigit():
-        graph = selectors.graph_get_for_read(actor=request.user, graph_id=int(request.POST["graph_id"]))
+    graph_id = request.POST.get("graph_id", "")
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
+    if graph_id.isascii() and graph_id.isdigit():
+        graph = selectors.graph_get_for_read(actor=request.user, graph_id=int(graph_id))
     spec_text, error = request.POST.get("spec", ""), None
     if not form.is_valid():
         problems = form.errors.get("langgraph") or ["Paste the JSON first."]
@@ -238,9 +236,11 @@ def graph_convert(request: HttpRequest) -> HttpResponse:
         context = {"spec_text": spec_text, "editable": True, "converted": error is None, "convert_error": error}
         return render(request, "graphs_app/graph_editor.html#spec-source", context)
     edit_form = GraphForm(initial={"name": request.POST.get("name", "")}) if graph is None else SpecForm()
-    if error:
-        edit_form.add_error(None, error)
-    return _editor(request, graph=graph, form=edit_form, spec_text=spec_text, converted=error is None)
+    # Without htmx the whole editor comes back: the paste's problem beside the definition, as a 400.
+    return _editor(
+        request, graph=graph, form=edit_form, spec_text=spec_text, converted=error is None,
+        convert_error=error, status=200 if error is None else 400,
+    )
 
 
 # --------------------------------------------------------------------- thread on graph

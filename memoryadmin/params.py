@@ -29,6 +29,19 @@ def parse_limit(value: Any, *, default: int = LIST_LIMIT_DEFAULT, maximum: int =
         raise InvalidInput(f"{field_name} {message}", fields={field_name: [message]})
     return number
 
+PAGE_OFFSET_MAX = 1_000_000
+
+
+def parse_page(value: Any, *, page_size: int, field_name: str = "page") -> int:
+    """A page number of a list shown `page_size` rows at a time; 1 when absent or blank.
+
+    At most the page that starts PAGE_OFFSET_MAX rows in: past it a number would
+    overflow the database's OFFSET (a 500), and no one pages that far by hand.
+    """
+    if value is None or value == "":
+        return 1
+    return parse_limit(value, default=1, maximum=PAGE_OFFSET_MAX // page_size + 1, field_name=field_name)
+
 def parse_json_object(value: Any, field_name: str) -> dict[str, Any]:
     """A JSON object given as a query-string value or already parsed; {} when absent (None)."""
     if value is None:

@@ -155,7 +155,7 @@ def store_tree(request: HttpRequest) -> HttpResponse:
     replace the level's "more" row.
     """
     namespace = _namespace_param(request.GET)
-    offset = selectors.int_param(request.GET.get("offset"), field="offset", default=0, minimum=0)
+    offset = selectors.int_param(request.GET.get("offset"), field="offset", default=0, minimum=0, maximum=selectors.OFFSET_MAX)
     template = "store_app/_tree.html"
     if offset:
         template += "#tree-entries"

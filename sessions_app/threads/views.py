@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from memoryadmin import roles
+from memoryadmin.params import parse_page
 
 from sessions_app.threads import selectors, services
 
@@ -37,7 +38,7 @@ def thread_list(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").strip()[:200]
     agent_code = request.GET.get("agent", "").strip()[:64]
     owner = request.GET.get("owner", "").strip()[:150]
-    page = _int_param(request, "page", 1) or 1
+    page = parse_page(request.GET.get("page"), page_size=PAGE_SIZE)
     threads = selectors.thread_list(actor=request.user, q=q, agent_code=agent_code, owner=owner)
     # Fetch one row more than shown to know whether a next page exists, without a COUNT.
     offset = (page - 1) * PAGE_SIZE

@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import pytest
 
+from graphs_app.models import GraphDefinition
 from memoryadmin.apikeys import apikey_authenticate, apikey_create
 from memoryadmin.errors import InvalidInput
 from memoryadmin.operations import bulk, erase, retention
@@ -222,3 +223,30 @@ def test_the_cursors_a_list_gives_page_it_and_a_tampered_one_is_refused(alice, a
     given = parse_qs(urlsplit(previous).query)["cursor"][0]
     tampered = parse_qs(base64.b64decode(given).decode()) | {"p": ["not-a-position"]}
     refused(alice_api.get(f"{url}?limit=1&cursor={cursor_of(urlencode(tampered, doseq=True))}"), "cursor")
+
+
+# --- page numbers and offsets of the pages -------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["/threads/", "/graphs/"])
+@pytest.mark.parametrize("page", ["99999999999999999999", "20002", "0", "-1", "two"])
+def test_a_page_number_no_list_reaches_is_a_400_naming_page(client, alice, thread, url, page):
+    client.force_login(alice)
+    response = client.get(url, {"page": page})
+    assert response.status_code == 400 and "page" in response.content.decode()
+    assert client.get(url, {"page": "20001"}).status_code == 200
+
+
+def test_a_tree_offset_no_level_reaches_is_a_400_naming_offset(client, alice):
+    client.force_login(alice)
+    response = client.get("/store/tree", {"offset": "99999999999999999999"})
+    assert response.status_code == 400 and "offset" in response.content.decode()
+
+
+def test_a_langgraph_paste_that_is_not_one_is_a_400_in_the_editor_without_htmx(client, alice):
+    client.force_login(alice)
+    response = client.post("/graphs/convert", {"langgraph": '{"nodes": 1}', "name": "mine"})
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "not LangGraph" in page and 'value="mine"' in page and not GraphDefinition.objects.exists()
+    assert client.post("/graphs/convert", {"langgraph": "{}", "graph_id": "²"}).status_code == 400
