@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import io
 import time
 
 from django.conf import settings
+from django.core.handlers.wsgi import LimitedStream
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -36,6 +38,14 @@ class RequestLimitsMiddleware:
     in the path, the query string or a form field is a 400 (naming the field): PostgreSQL
     text cannot hold one, so a filter or a value carrying it would otherwise fail inside
     the database. JSON bodies are checked field by field by the services.
+
+    A chunked body (Transfer-Encoding, no Content-Length) is decided here, once for
+    every view: Django reads a body by its Content-Length, so without one it would
+    see none (a create with a random id, a PATCH that changes nothing, no size limit).
+    Where the server hands over the de-chunked body and marks it terminated
+    (`wsgi.input_terminated`, as gunicorn does), it is read here, at most one byte
+    past the limit, and then treated exactly like a body with that Content-Length.
+    Where it does not (the development server), it cannot be read: 411.
     """
 
     def __init__(self, get_response):
@@ -45,6 +55,10 @@ class RequestLimitsMiddleware:
         if "\x00" in request.path or _query_has_nul(request):
             return _refuse(request, 400, "invalid", "NUL characters are not allowed in URLs.")
         limit = settings.MEMORYADMIN_MAX_BODY_BYTES
+        if "HTTP_TRANSFER_ENCODING" in request.META and not request.META.get("CONTENT_LENGTH"):
+            refusal = _take_chunked_body(request, limit)
+            if refusal is not None:
+                return refusal
         raw = request.META.get("CONTENT_LENGTH") or "0"
         try:
             length = int(raw)
@@ -56,6 +70,23 @@ class RequestLimitsMiddleware:
         if field is not None:
             return _refuse(request, 400, "invalid", f"{field} {UNSTORABLE_TEXT}", errors={field: [UNSTORABLE_TEXT]})
         return self.get_response(request)
+
+
+def _take_chunked_body(request, limit: int):
+    """Read a body sent without Content-Length and give it one; the refusal when that cannot be."""
+    environ = getattr(request, "environ", {})
+    if not environ.get("wsgi.input_terminated") or "wsgi.input" not in environ:
+        return _refuse(
+            request, 411, "length_required",
+            "This server cannot read a body without Content-Length; send one (no chunked transfer encoding).",
+        )
+    body = environ["wsgi.input"].read(limit + 1)
+    if len(body) > limit:
+        return _refuse(request, 413, "too_large", f"Request body exceeds the limit of {limit} bytes.")
+    # What Django's WSGIRequest makes of a body with a Content-Length: a stream bounded by it.
+    request._stream = LimitedStream(io.BytesIO(body), len(body))
+    request.META["CONTENT_LENGTH"] = str(len(body))
+    return None
 
 
 def _query_has_nul(request) -> bool:
