@@ -15,8 +15,14 @@ from .jsoncheck import UNSTORABLE_TEXT, text_storable
 from .metrics import HTTP_LATENCY, HTTP_REQUESTS
 
 
+# Every label value comes from a fixed set, whatever a caller sends: each new value is a
+# new series kept in every process for good, so made-up methods or paths (no login
+# needed) would otherwise grow the metrics without bound.
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
 class RequestMetricsMiddleware:
-    """Counts requests and their latency by route pattern (never by raw path)."""
+    """Counts requests and their latency by route pattern (never by raw path) and known method."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -26,8 +32,9 @@ class RequestMetricsMiddleware:
         response = self.get_response(request)
         match = getattr(request, "resolver_match", None)
         route = match.route if match is not None and match.route else "unmatched"
-        HTTP_REQUESTS.labels(request.method, route, str(response.status_code)).inc()
-        HTTP_LATENCY.labels(request.method, route).observe(time.perf_counter() - started)
+        method = request.method if request.method in KNOWN_METHODS else "other"
+        HTTP_REQUESTS.labels(method, route, str(response.status_code)).inc()
+        HTTP_LATENCY.labels(method, route).observe(time.perf_counter() - started)
         return response
 
 
