@@ -30,7 +30,7 @@ def test_anonymous_callers_learn_only_that_it_is_unavailable_and_when_to_retry(c
 
 
 def test_a_database_without_the_latest_migration_is_unavailable(client, alice, admin_user):
-    app, name = sorted(_latest_migrations())[0]
+    app, name = min(_latest_migrations())
     assert client.get("/healthz").json() == {"status": "ok"}
     MigrationRecorder.Migration.objects.filter(app=app, name=name).delete()
     anonymous = client.get("/healthz")
