@@ -22,8 +22,9 @@ PATH_LINK_STYLE = "stroke:#1f8a4c,stroke-width:3px"
 
 # The compiler declares each node once, as `    n3["label"]`, `    n0(["label"])` or
 # `    n5{{"label"}}`, and each edge as `    n1 -->|"outcome"| n2` (docs/graphs.md, step 4).
-_NODE_LINE = re.compile(r'^\s+(n\d+)(?:\(\["|\["|\{\{")(.*)(?:"\]\)|"\]|"\}\})$')
-_EDGE_LINE = re.compile(r'^\s+(n\d+) (?:-->|-\.->|==>)(?:\|"[^"]*"\|)? (n\d+)$')
+# Matched with fullmatch: the whole line, never a prefix of it.
+_NODE_LINE = re.compile(r'\s+(n\d+)(?:\(\["|\["|\{\{")(.*)(?:"\]\)|"\]|"\}\})')
+_EDGE_LINE = re.compile(r'\s+(n\d+) (?:-->|-\.->|==>)(?:\|"[^"]*"\|)? (n\d+)')
 _ENTITY = re.compile(r"#(\d+);")
 
 
@@ -40,11 +41,11 @@ class _Parsed:
 def _parse(source: str) -> _Parsed:
     parsed = _Parsed()
     for line in source.splitlines():
-        node = _NODE_LINE.match(line)
+        node = _NODE_LINE.fullmatch(line)
         if node:
             parsed.ids.setdefault(_unescape(node.group(2)), node.group(1))
             continue
-        edge = _EDGE_LINE.match(line)
+        edge = _EDGE_LINE.fullmatch(line)
         if edge:
             parsed.links.append((edge.group(1), edge.group(2)))
     return parsed

@@ -95,7 +95,8 @@ def graph_list(request: HttpRequest) -> HttpResponse:
 
 
 def _editor(
-    request: HttpRequest, *, graph=None, form=None, spec_text: str, status: int = 200, converted: bool = False
+    request: HttpRequest, *, graph=None, form=None, spec_text: str, status: int = 200, converted: bool = False,
+    convert_error: str | None = None,
 ) -> HttpResponse:
     may_create = selectors.graph_may_create(actor=request.user)
     if graph is None:
@@ -114,6 +115,7 @@ def _editor(
         "can_edit": can_edit,
         "can_delete": can_delete,
         "converted": converted,
+        "convert_error": convert_error,
         "rename_form": RenameForm(initial={"name": graph.name}) if graph is not None else None,
         **_preview_context(spec_text),
     }
@@ -234,9 +236,11 @@ def graph_convert(request: HttpRequest) -> HttpResponse:
         context = {"spec_text": spec_text, "editable": True, "converted": error is None, "convert_error": error}
         return render(request, "graphs_app/graph_editor.html#spec-source", context)
     edit_form = GraphForm(initial={"name": request.POST.get("name", "")}) if graph is None else SpecForm()
-    if error:
-        edit_form.add_error(None, error)
-    return _editor(request, graph=graph, form=edit_form, spec_text=spec_text, converted=error is None)
+    # Without htmx the whole editor comes back: the paste's problem beside the definition, as a 400.
+    return _editor(
+        request, graph=graph, form=edit_form, spec_text=spec_text, converted=error is None,
+        convert_error=error, status=200 if error is None else 400,
+    )
 
 
 # --------------------------------------------------------------------- thread on graph

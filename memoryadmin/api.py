@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -78,7 +79,40 @@ class StrictLimitMixin:
         )
 
 
-class SeqCursorPagination(StrictLimitMixin, CursorPagination):
+class StrictCursorMixin:
+    """`cursor` must be one this list gave: junk, or a position its ordering field cannot
+    hold (a seq that is not a number, a time that is not one), is a 400 naming `cursor`.
+
+    DRF answers an undecodable cursor with a 404 and passes any position it decodes to
+    the database, where the wrong type fails as a 500.
+    """
+
+    cursor_problem = "is not a cursor this list gave; start again without it."
+
+    def paginate_queryset(self, queryset, request, view=None):
+        self._cursor_model = queryset.model
+        return super().paginate_queryset(queryset, request, view)
+
+    def _refuse_cursor(self):
+        return exceptions.ValidationError({self.cursor_query_param: [self.cursor_problem]})
+
+    def decode_cursor(self, request):
+        try:
+            cursor = super().decode_cursor(request)
+        except exceptions.NotFound:
+            raise self._refuse_cursor() from None
+        if cursor is None or cursor.position is None:
+            return cursor
+        field = self._cursor_model._meta.get_field(self.ordering[0].lstrip("-"))
+        try:
+            # to_python parses the text; the validators hold it to the column's range.
+            field.run_validators(field.to_python(cursor.position))
+        except DjangoValidationError:
+            raise self._refuse_cursor() from None
+        return cursor
+
+
+class SeqCursorPagination(StrictLimitMixin, StrictCursorMixin, CursorPagination):
     """Keyset pagination on seq: one query per page whatever the thread size."""
 
     ordering = "seq"
@@ -87,14 +121,14 @@ class SeqCursorPagination(StrictLimitMixin, CursorPagination):
     max_page_size = 1000
 
 
-class UpdatedCursorPagination(StrictLimitMixin, CursorPagination):
+class UpdatedCursorPagination(StrictLimitMixin, StrictCursorMixin, CursorPagination):
     ordering = ("-updated_at", "-id")
     page_size = 50
     page_size_query_param = "limit"
     max_page_size = 500
 
 
-THREAD_ID = OpenApiParameter("thread_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="1..64 of [A-Za-z0-9_.:@$-], not \"search\"")
+THREAD_ID = OpenApiParameter("thread_id", OpenApiTypes.STR, OpenApiParameter.PATH, description="1..64 of [A-Za-z0-9_.:@$-], not \"search\", \".\" or \"..\"")
 
 def json_body(request: Request) -> dict:
     data = request.data

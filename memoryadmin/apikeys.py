@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
@@ -24,6 +25,9 @@ from .errors import NotFound
 from .models import ApiKey
 
 KEY_PREFIX = "ma_"
+# What a stored prefix can be (token_hex makes them), as the whole string: anything else,
+# a NUL or a newline included, is no key and never reaches the database.
+PREFIX_RE = re.compile(r"\A[0-9A-Za-z]{1,16}\Z")
 # last_used_at is refreshed at most this often, so a busy agent costs no write per call.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
@@ -120,7 +124,7 @@ def apikey_authenticate(raw: str) -> ApiKey | None:
     if not raw.startswith(KEY_PREFIX):
         return None
     prefix, sep, secret = raw[len(KEY_PREFIX):].partition("_")
-    if not sep or not prefix or not secret or len(prefix) > 16:
+    if not sep or not secret or not PREFIX_RE.fullmatch(prefix):
         return None
     key = _active_key_with_owner(prefix)
     if key is None or not hmac.compare_digest(key.secret_hash, _hash(secret)):

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from memoryadmin.errors import InvalidInput
+
 
 def text_storable(text: str) -> bool:
     if "\x00" in text:
@@ -20,6 +22,21 @@ def text_storable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+UNSTORABLE_TEXT = "cannot contain NUL or a lone surrogate."
+
+
+def text_input_check(value: Any, field_name: str) -> Any:
+    """Refuse a string PostgreSQL text cannot hold with a 400 naming the field; else `value` back.
+
+    For the free-text inputs that reach the database outside a JSON value (agent codes,
+    run ids, usernames, filters, form fields): unchecked, a NUL fails inside the INSERT
+    or the WHERE clause as a 500. Only strings are looked at; the caller checks types.
+    """
+    if isinstance(value, str) and not text_storable(value):
+        raise InvalidInput(f"{field_name} {UNSTORABLE_TEXT}", fields={field_name: [UNSTORABLE_TEXT]})
+    return value
 
 
 def json_storage_problem(value: Any) -> str | None:

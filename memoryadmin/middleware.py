@@ -1,19 +1,28 @@
 from __future__ import annotations
 
+import io
 import time
 
 from django.conf import settings
+from django.core.handlers.wsgi import LimitedStream
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from .audit import audit_denial
 from .errors import DomainError, Forbidden
+from .jsoncheck import UNSTORABLE_TEXT, text_storable
 from .metrics import HTTP_LATENCY, HTTP_REQUESTS
 
 
+# Every label value comes from a fixed set, whatever a caller sends: each new value is a
+# new series kept in every process for good, so made-up methods or paths (no login
+# needed) would otherwise grow the metrics without bound.
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
 class RequestMetricsMiddleware:
-    """Counts requests and their latency by route pattern (never by raw path)."""
+    """Counts requests and their latency by route pattern (never by raw path) and known method."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -23,8 +32,9 @@ class RequestMetricsMiddleware:
         response = self.get_response(request)
         match = getattr(request, "resolver_match", None)
         route = match.route if match is not None and match.route else "unmatched"
-        HTTP_REQUESTS.labels(request.method, route, str(response.status_code)).inc()
-        HTTP_LATENCY.labels(request.method, route).observe(time.perf_counter() - started)
+        method = request.method if request.method in KNOWN_METHODS else "other"
+        HTTP_REQUESTS.labels(method, route, str(response.status_code)).inc()
+        HTTP_LATENCY.labels(method, route).observe(time.perf_counter() - started)
         return response
 
 
@@ -32,8 +42,17 @@ class RequestLimitsMiddleware:
     """Refuses what no view can handle, before any view runs.
 
     A body larger than MEMORYADMIN_MAX_BODY_BYTES is a 413, unread. A NUL character
-    in the path or the query string is a 400: PostgreSQL text cannot hold one, so a
-    filter carrying it would otherwise fail inside the database.
+    in the path, the query string or a form field is a 400 (naming the field): PostgreSQL
+    text cannot hold one, so a filter or a value carrying it would otherwise fail inside
+    the database. JSON bodies are checked field by field by the services.
+
+    A chunked body (Transfer-Encoding, no Content-Length) is decided here, once for
+    every view: Django reads a body by its Content-Length, so without one it would
+    see none (a create with a random id, a PATCH that changes nothing, no size limit).
+    Where the server hands over the de-chunked body and marks it terminated
+    (`wsgi.input_terminated`, as gunicorn does), it is read here, at most one byte
+    past the limit, and then treated exactly like a body with that Content-Length.
+    Where it does not (the development server), it cannot be read: 411.
     """
 
     def __init__(self, get_response):
@@ -43,6 +62,10 @@ class RequestLimitsMiddleware:
         if "\x00" in request.path or _query_has_nul(request):
             return _refuse(request, 400, "invalid", "NUL characters are not allowed in URLs.")
         limit = settings.MEMORYADMIN_MAX_BODY_BYTES
+        if "HTTP_TRANSFER_ENCODING" in request.META and not request.META.get("CONTENT_LENGTH"):
+            refusal = _take_chunked_body(request, limit)
+            if refusal is not None:
+                return refusal
         raw = request.META.get("CONTENT_LENGTH") or "0"
         try:
             length = int(raw)
@@ -50,16 +73,52 @@ class RequestLimitsMiddleware:
             return _refuse(request, 400, "invalid", "Content-Length is not a number.")
         if length > limit:
             return _refuse(request, 413, "too_large", f"Request body of {length} bytes exceeds the limit of {limit} bytes.")
+        field = _form_field_unstorable(request)
+        if field is not None:
+            return _refuse(request, 400, "invalid", f"{field} {UNSTORABLE_TEXT}", errors={field: [UNSTORABLE_TEXT]})
         return self.get_response(request)
+
+
+def _take_chunked_body(request, limit: int):
+    """Read a body sent without Content-Length and give it one; the refusal when that cannot be."""
+    environ = getattr(request, "environ", {})
+    if not environ.get("wsgi.input_terminated") or "wsgi.input" not in environ:
+        return _refuse(
+            request, 411, "length_required",
+            "This server cannot read a body without Content-Length; send one (no chunked transfer encoding).",
+        )
+    body = environ["wsgi.input"].read(limit + 1)
+    if len(body) > limit:
+        return _refuse(request, 413, "too_large", f"Request body exceeds the limit of {limit} bytes.")
+    # What Django's WSGIRequest makes of a body with a Content-Length: a stream bounded by it.
+    request._stream = LimitedStream(io.BytesIO(body), len(body))
+    request.META["CONTENT_LENGTH"] = str(len(body))
+    return None
 
 
 def _query_has_nul(request) -> bool:
     return any("\x00" in key or any("\x00" in value for value in values) for key, values in request.GET.lists())
 
 
-def _refuse(request, status: int, code: str, detail: str):
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _form_field_unstorable(request) -> str | None:
+    """The name of the first form field (of a POST form) holding NUL or a lone surrogate."""
+    if request.method != "POST" or request.content_type not in FORM_TYPES:
+        return None
+    for name, values in request.POST.lists():
+        if not text_storable(name):
+            return "a field name"
+        if not all(text_storable(value) for value in values):
+            return name
+    return None
+
+
+def _refuse(request, status: int, code: str, detail: str, *, errors: dict | None = None):
     if request.path.startswith("/api/"):
-        return JsonResponse({"code": code, "detail": detail}, status=status)
+        body = {"code": code, "detail": detail, **({"errors": errors} if errors else {})}
+        return JsonResponse(body, status=status)
     return HttpResponse(detail, status=status, content_type="text/plain; charset=utf-8")
 
 

@@ -42,6 +42,15 @@ class AuditEventQuerySet(models.QuerySet):
     def bulk_update(self, objs, fields, batch_size=None):
         raise AuditLogIsAppendOnly("audit events are never updated")
 
+    def redact(self, pk: int, *, target: str, detail: dict) -> int:
+        """The one change the log takes: erasing a user (memoryadmin/operations/erase.py)
+        replaces the user's identifiers in an event's target and detail with "[erased]".
+
+        The event stays, with its actor, action, address and time; no other field can
+        be changed and no event removed.
+        """
+        return models.QuerySet.update(self.filter(pk=pk), target=target, detail=detail)
+
 
 class AuditEvent(models.Model):
     """One line of the append-only audit log.

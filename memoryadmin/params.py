@@ -152,7 +152,6 @@ def parse_date(value: Any, *, name: str) -> date | None:
     except ValueError:
         raise invalid(name, "must be a date (YYYY-MM-DD).") from None
 
-
 def parse_json_object(value: Any, field_name: str) -> dict[str, Any]:
     """A JSON object given as a query-string value or already parsed; {} when absent (None)."""
     if value is None:

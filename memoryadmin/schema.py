@@ -53,13 +53,15 @@ ERROR_RESPONSES = {
     "403": "Another user's object, or an action this role may not take; recorded in the audit log.",
     "404": "No such object.",
     "409": "Conflicts with what exists (a duplicate name or id, a concurrent change).",
+    "411": "A body without Content-Length (chunked) sent to a server that cannot read one; nothing was written.",
     "413": "The body is larger than the configured limit.",
     "429": "Too many requests for this API key; see Retry-After.",
     "503": "The database is not answering; see Retry-After.",
 }
 
 
-THREAD_ID_SCHEMA = {"type": "string", "pattern": "^(?!search$)[A-Za-z0-9_.:@$-]{1,64}$", "minLength": 1, "maxLength": 64}
+# "." and ".." are path steps (clients resolve them before sending), reserved like "search".
+THREAD_ID_SCHEMA = {"type": "string", "pattern": "^(?!(?:search|\\.|\\.\\.)$)[A-Za-z0-9_.:@$-]{1,64}$", "minLength": 1, "maxLength": 64}
 
 
 def add_error_responses(result, generator, request, public):

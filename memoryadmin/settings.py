@@ -234,12 +234,23 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     if _transaction_pooler:
         DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
 
+# The development server (`manage.py runserver`, what `make run` starts) serves each
+# connection in a thread of its own that ends with it; a database connection kept for
+# the next request outlives that thread unclosed, so persistent connections pile up
+# until PostgreSQL refuses more (503s). Under it every request closes its connection.
+# gunicorn's long-lived worker threads keep theirs (DJANGO_CONN_MAX_AGE, or the pool).
+RUNSERVER = sys.argv[1:2] == ["runserver"]
+if RUNSERVER:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+
 # A PostgreSQL streaming replica for the dashboard's page reads (memoryadmin/replica.py,
 # docs/scaling.md). The API, sessions, users and every write stay on the primary.
 _replica_url = env_str("DATABASE_REPLICA_URL")
 if _replica_url:
     DATABASES["replica"] = {
-        **dj_database_url.parse(_replica_url, conn_max_age=env_int("DJANGO_CONN_MAX_AGE", 60, minimum=0), conn_health_checks=True),
+        **dj_database_url.parse(
+            _replica_url, conn_max_age=0 if RUNSERVER else env_int("DJANGO_CONN_MAX_AGE", 60, minimum=0), conn_health_checks=True
+        ),
         # Tests have no second database: the alias reads the test database itself.
         "TEST": {"MIRROR": "default"},
     }
@@ -308,11 +319,14 @@ STORAGES = {
         "BACKEND": (
             "django.contrib.staticfiles.storage.StaticFilesStorage"
             if DEBUG or TESTING
-            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            else "memoryadmin.staticfiles.CollectedOrSourceStaticFilesStorage"
         )
     },
 }
-WHITENOISE_USE_FINDERS = DEBUG or TESTING
+# collectstatic's manifest. Until it exists (DEBUG off, collectstatic not run yet) pages name
+# the source files and whitenoise serves them from the apps (memoryadmin/staticfiles.py).
+STATIC_COLLECTED = (STATIC_ROOT / "staticfiles.json").is_file()
+WHITENOISE_USE_FINDERS = DEBUG or TESTING or not STATIC_COLLECTED
 WHITENOISE_AUTOREFRESH = DEBUG or TESTING
 WHITENOISE_MANIFEST_STRICT = False
 

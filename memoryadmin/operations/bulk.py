@@ -28,6 +28,7 @@ from memoryadmin import policy
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
 from memoryadmin.params import parse_bool
+from memoryadmin.jsoncheck import text_input_check
 
 from sessions_app.threads import services
 from memoryadmin.operations.models import BulkJob
@@ -60,9 +61,9 @@ class Selection:
         if parse_bool(data.get("all"), name="all", default=False):
             return cls(
                 filter={
-                    "q": (data.get("q") or "").strip()[:200],
-                    "agent": (data.get("agent") or "").strip()[:64],
-                    "owner": (data.get("owner") or "").strip()[:150],
+                    "q": text_input_check((data.get("q") or "").strip()[:200], "q"),
+                    "agent": text_input_check((data.get("agent") or "").strip()[:64], "agent"),
+                    "owner": text_input_check((data.get("owner") or "").strip()[:150], "owner"),
                 }
             )
         ids = data.getlist("ids") if hasattr(data, "getlist") else data.get("ids") or []

@@ -50,6 +50,7 @@ from django.utils import timezone
 from memoryadmin import policy as access  # "policy" names a retention policy here
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import InvalidInput, NotFound
+from memoryadmin.jsoncheck import text_input_check
 from memoryadmin.params import parse_int
 
 from memoryadmin.operations.models import RetentionPolicy, RetentionRun
@@ -121,7 +122,7 @@ def retention_policy_save(
     agent_code = "" if agent_code is None else agent_code
     if not isinstance(agent_code, str) or len(agent_code) > 64:
         raise InvalidInput("agent_code must be at most 64 characters.", fields={"agent_code": ["at most 64 characters."]})
-    agent_code = agent_code.strip()
+    agent_code = text_input_check(agent_code, "agent_code").strip()
     ensure_admin(actor, "retention.policy_save", f"retention:{agent_code or '(default)'}")
     values = {
         "keep_checkpoints": _rule(keep_checkpoints, "keep_checkpoints", KEEP_MAX),
@@ -153,6 +154,7 @@ def retention_policy_save(
 @transaction.atomic
 def retention_policy_delete(*, actor, agent_code: str, request=None) -> None:
     """Remove one policy (admin): its agent then follows the default policy. Audited."""
+    text_input_check(agent_code, "agent_code")
     ensure_admin(actor, "retention.policy_delete", f"retention:{agent_code or '(default)'}")
     policy = RetentionPolicy.objects.select_for_update().filter(agent_code=agent_code).first()
     if policy is None:

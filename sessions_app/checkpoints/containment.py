@@ -40,7 +40,7 @@ def _scalar_paths(pattern: dict[str, Any], prefix: tuple[str, ...] = ()):
     rows, never find ones SQL left out).
     """
     for key, item in pattern.items():
-        if not SAFE_JSON_KEY.match(key):
+        if not SAFE_JSON_KEY.fullmatch(key):
             continue  # not worth quoting into a JSON path: left to the exact check
         path = (*prefix, key)
         if isinstance(item, dict):
@@ -49,7 +49,7 @@ def _scalar_paths(pattern: dict[str, Any], prefix: tuple[str, ...] = ()):
             yield path, item
 
 
-SAFE_JSON_KEY = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+SAFE_JSON_KEY = re.compile(r"\A[A-Za-z0-9_-]{1,100}\Z")
 
 
 def json_filter(qs: QuerySet, field_name: str, pattern: dict[str, Any]) -> tuple[QuerySet, bool]:

@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 from memoryadmin import policy
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Conflict, InvalidInput
+from memoryadmin.jsoncheck import text_input_check
 
 from sessions_app.checkpoints.selectors import checkpoint_as_dict, checkpoints_of
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
@@ -117,6 +118,8 @@ def run_ids_input(value: Any) -> list[str]:
         raise InvalidInput(f"run_ids {message}", fields={"run_ids": [message]})
     if len(value) > MAX_THREADS_PER_CALL:
         raise InvalidInput("run_ids: too many ids.", fields={"run_ids": [f"at most {MAX_THREADS_PER_CALL} ids."]})
+    for index, item in enumerate(value):
+        text_input_check(item, f"run_ids[{index}]")
     return list(dict.fromkeys(value))
 
 @transaction.atomic

@@ -23,9 +23,11 @@ from memoryadmin.params import LIST_LIMIT_DEFAULT
 from sessions_app.checkpoints.containment import _apply_exact, json_filter
 
 
-CHECKPOINT_ID_RE = re.compile(r"^[A-Za-z0-9_.:@$+=~-]{1,128}\Z")  # \Z: no trailing newline
-# `GET .../checkpoints/latest` is the latest checkpoint, so no checkpoint may be called that.
-RESERVED_CHECKPOINT_IDS = frozenset({"latest"})
+# \A and \Z, not ^ and $: "$" also matches before a trailing newline.
+CHECKPOINT_ID_RE = re.compile(r"\A[A-Za-z0-9_.:@$+=~-]{1,128}\Z")
+# `GET .../checkpoints/latest` is the latest checkpoint, so no checkpoint may be called that;
+# "." and ".." are path steps that HTTP clients resolve, so no URL could name them.
+RESERVED_CHECKPOINT_IDS = frozenset({"latest", ".", ".."})
 CHECKPOINT_NS_MAX = 512
 
 
@@ -33,11 +35,11 @@ CHECKPOINT_NS_MAX = 512
 
 
 def checkpoint_id_validate(value: Any, field_name: str = "checkpoint_id") -> str:
-    if not isinstance(value, str) or not CHECKPOINT_ID_RE.match(value):
+    if not isinstance(value, str) or not CHECKPOINT_ID_RE.fullmatch(value):
         message = "must be 1 to 128 characters of A-Z a-z 0-9 _ . : @ $ + = ~ -"
         raise InvalidInput(f"{field_name} {message}", fields={field_name: [message]})
     if value in RESERVED_CHECKPOINT_IDS:
-        message = f"{value!r} is reserved (it names an endpoint)."
+        message = f"{value!r} is reserved (it names an endpoint or a path step)."
         raise InvalidInput(f"{field_name} {message}", fields={field_name: [message]})
     return value
 

@@ -12,11 +12,13 @@ from django.utils import timezone
 from memoryadmin import policy
 
 # "search" is reserved: /threads/search is LangGraph's search action, so a thread of that
-# name could be written (its agent-state) but never read, patched or deleted.
-# \Z, not $: `$` also matches before a final newline, and "x\n" would pass as a thread
-# that looks like "x" but is not it.
-THREAD_ID_RE = re.compile(r"^(?!search\Z)[A-Za-z0-9_.:@$-]{1,64}\Z")
-THREAD_ID_RULE = '1 to 64 characters of A-Z a-z 0-9 _ . : @ $ -, and not "search"'
+# name could be written (its agent-state) but never read, patched or deleted. "." and ".."
+# are path steps to browsers and HTTP clients, which resolve them before sending: a thread
+# of either name could never be reached by its URL. Anchored with \A and \Z (not ^ and $,
+# which let a trailing newline through), so `.match` and `.fullmatch` both mean the whole id.
+THREAD_ID_RE = re.compile(r"\A(?!(?:search|\.|\.\.)\Z)[A-Za-z0-9_.:@$-]{1,64}\Z")
+RESERVED_THREAD_IDS = frozenset({"search", ".", ".."})
+THREAD_ID_RULE = '1 to 64 characters of A-Z a-z 0-9 _ . : @ $ -, not "search", ".", or ".."'
 TITLE_MAX = 50
 
 

@@ -14,17 +14,21 @@ from memoryadmin import policy
 from memoryadmin.errors import InvalidInput, NotFound
 from memoryadmin.params import parse_choice
 
-from .models import THREAD_ID_RE, Block, Thread
+from .models import RESERVED_THREAD_IDS, THREAD_ID_RE, Block, Thread
 
 ArchivedFilter = Literal["false", "true", "all"]
 LISTED_ROLES = ("user", "assistant")
 
 
 def thread_id_validate(thread_id: Any) -> str:
-    if not isinstance(thread_id, str) or not THREAD_ID_RE.match(thread_id):
+    """The whole string is the id (a trailing newline is not); "search", "." and ".." are not ids."""
+    if isinstance(thread_id, str) and thread_id in RESERVED_THREAD_IDS:
+        message = f"{thread_id!r} is reserved (it names an endpoint or a path step)."
+        raise InvalidInput(f"thread_id {message}", fields={"thread_id": [message]})
+    if not isinstance(thread_id, str) or not THREAD_ID_RE.fullmatch(thread_id):
         raise InvalidInput(
-            'thread_id must be 1 to 64 characters of A-Z a-z 0-9 _ . : @ $ -, and not "search".',
-            fields={"thread_id": ['must be 1 to 64 characters of A-Z a-z 0-9 _ . : @ $ -, and not "search".']},
+            'thread_id must be 1 to 64 characters of A-Z a-z 0-9 _ . : @ $ -, and not "search", "." or "..".',
+            fields={"thread_id": ['must be 1 to 64 characters of A-Z a-z 0-9 _ . : @ $ -, and not "search", "." or "..".']},
         )
     return thread_id
 

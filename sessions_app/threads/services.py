@@ -22,7 +22,7 @@ from django.utils import timezone
 from memoryadmin import policy
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import InvalidInput, PreconditionFailed
-from memoryadmin.jsoncheck import json_storage_problem
+from memoryadmin.jsoncheck import json_storage_problem, text_input_check
 from memoryadmin.metrics import BLOCK_APPEND, BLOCK_ARCHIVE_WRITE, BLOCK_PERSIST_FAIL, BLOCK_TRUNCATE
 
 from sessions_app.threads.messages import ContextHasher, ParsedMessage, parse_message
@@ -96,7 +96,7 @@ def _validate_agent_code(agent_code: Any) -> str:
             f"agent_code is longer than {AGENT_CODE_MAX} characters.",
             fields={"agent_code": [f"at most {AGENT_CODE_MAX} characters."]},
         )
-    return agent_code
+    return text_input_check(agent_code, "agent_code")
 
 
 def title_from_text(text: str) -> str:

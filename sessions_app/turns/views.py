@@ -6,6 +6,7 @@ holds the rules, selectors decide ownership.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 
@@ -72,12 +73,25 @@ def turns_panel(request: HttpRequest, thread_id: str) -> HttpResponse:
     return render(request, template, {"turn_context": context, "thread": context.thread})
 
 
+# What ends a line of an event stream: CRLF, a lone CR and a lone LF alike.
+_SSE_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 def _sse(event: str, data: str, event_id: int | None = None) -> str:
+    """One server-sent event whose payload can never forge a field of the stream.
+
+    A browser ends a line at CR, LF or CRLF, so the payload is split on all three and
+    each piece is a `data:` line of its own (the client joins them back with LF): a
+    chunk holding "\revent: x" stays data. The event name and id are ours, never
+    content; one that could end a line is a bug, refused rather than sent.
+    """
+    event_id_text = "" if event_id is None else str(event_id)
+    if _SSE_LINE_BREAK.search(event) or _SSE_LINE_BREAK.search(event_id_text) or "\x00" in event_id_text:
+        raise ValueError(f"an event name or id cannot hold a line break: {event!r}, {event_id_text!r}")
     lines = [f"event: {event}"]
     if event_id is not None:
-        lines.append(f"id: {event_id}")
-    # A data field cannot hold a newline: each line of the payload is a data line of its own.
-    lines.extend(f"data: {line}" for line in data.split("\n"))
+        lines.append(f"id: {event_id_text}")
+    lines.extend(f"data: {line}" for line in _SSE_LINE_BREAK.split(data))
     return "\n".join(lines) + "\n\n"
 
 

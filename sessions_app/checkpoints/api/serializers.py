@@ -9,11 +9,13 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 
-CHECKPOINT_ID_PATTERN = r"^(?!latest$)[A-Za-z0-9_.:@$+=~-]{1,128}$"
+# JSON Schema patterns (ECMA-262, where "$" is the end of the string): the services' rules,
+# "." and ".." (path steps) reserved like "latest" and "search".
+CHECKPOINT_ID_PATTERN = r"^(?!(?:latest|\.|\.\.)$)[A-Za-z0-9_.:@$+=~-]{1,128}$"
 # A checkpoint id, or "" for none.
-PARENT_ID_PATTERN = r"^((?!latest$)[A-Za-z0-9_.:@$+=~-]{1,128})?$"
+PARENT_ID_PATTERN = r"^((?!(?:latest|\.|\.\.)$)[A-Za-z0-9_.:@$+=~-]{1,128})?$"
 NS_PATTERN = r"^[^\u0000-\u001f]*$"
-THREAD_ID_PATTERN = r"^(?!search$)[A-Za-z0-9_.:@$-]{1,64}$"
+THREAD_ID_PATTERN = r"^(?!(?:search|\.|\.\.)$)[A-Za-z0-9_.:@$-]{1,64}$"
 
 
 @extend_schema_field({"type": "object", "additionalProperties": True})

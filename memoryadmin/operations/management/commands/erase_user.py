@@ -32,8 +32,9 @@ class Command(BaseCommand):
                 return
             if not yes and options.get("interactive", True):
                 answer = input(
-                    f"Erase {preview['threads']} threads, {preview['blocks']} blocks, {preview['checkpoints']} checkpoints "
-                    f"and {preview['store_items']} store items of {username}? Type the username to confirm: "
+                    f"Erase {preview['threads']} threads, {preview['blocks']} blocks, {preview['checkpoints']} checkpoints, "
+                    f"{preview['store_items']} store items and {preview['graph_definitions']} graph definitions of {username}? "
+                    "Type the username to confirm: "
                 )
                 if answer.strip() != username:
                     raise CommandError("not confirmed; nothing was erased")
