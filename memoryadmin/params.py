@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 
-import orjson
 from typing import Any
 
 
 from memoryadmin.errors import InvalidInput
-from memoryadmin.jsoncheck import json_storage_problem
+from memoryadmin.json import DepthExceeded, loads as json_loads
+from memoryadmin.jsoncheck import DEPTH_MAX, json_value_check
 
 
 
@@ -30,21 +30,23 @@ def parse_limit(value: Any, *, default: int = LIST_LIMIT_DEFAULT, maximum: int =
     return number
 
 def parse_json_object(value: Any, field_name: str) -> dict[str, Any]:
-    """A JSON object given as a query-string value or already parsed; {} when absent (None)."""
+    """A JSON object given as a query-string value or already parsed; {} when absent (None).
+
+    A filter or metadata: DEPTH_MAX levels and the small-value size (memoryadmin/jsoncheck.py).
+    """
     if value is None:
         return {}
     if isinstance(value, str):
         try:
-            # orjson, as the API's parser: no NaN, no infinity, no lone surrogate.
-            value = orjson.loads(value)
-        except orjson.JSONDecodeError:
+            # The API's parser: no NaN, no infinity, no lone surrogate, integers exact.
+            value = json_loads(value, depth_max=DEPTH_MAX, field=field_name)
+        except DepthExceeded as exc:
+            raise InvalidInput(str(exc), fields={field_name: [f"is nested deeper than {exc.limit} levels."]}) from None
+        except ValueError:
             raise InvalidInput(f"{field_name} is not valid JSON.", fields={field_name: ["is not valid JSON."]}) from None
     if not isinstance(value, dict):
         raise InvalidInput(f"{field_name} must be a JSON object.", fields={field_name: ["must be a JSON object."]})
-    problem = json_storage_problem(value)
-    if problem:
-        raise InvalidInput(f"{field_name} {problem}.", fields={field_name: [f"{problem}."]})
-    return value
+    return json_value_check(value, field_name, depth_max=DEPTH_MAX)
 
 def parse_choice(value: Any, field_name: str, choices, default: str) -> str:
     """One of `choices`; `default` when absent (None)."""

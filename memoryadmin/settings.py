@@ -259,6 +259,9 @@ MEMORYADMIN_MAX_BODY_BYTES = env_int("MEMORYADMIN_MAX_BODY_BYTES", 16 * 1024 * 1
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYADMIN_MAX_BODY_BYTES
 # Longest context accepted in one agent-state save.
 MEMORYADMIN_MAX_CONTEXT_MESSAGES = env_int("MEMORYADMIN_MAX_CONTEXT_MESSAGES", 100_000)
+# Largest metadata, extra_state, store value or filter, as compact JSON (memoryadmin/jsoncheck.py);
+# checkpoints, pending writes and messages may each be as large as a body.
+MEMORYADMIN_MAX_JSON_BYTES = env_int("MEMORYADMIN_MAX_JSON_BYTES", 1024 * 1024)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
