@@ -24,7 +24,6 @@ import hashlib
 from collections import Counter
 from typing import Any
 
-import orjson
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Count, F
@@ -33,6 +32,7 @@ from django.utils import timezone
 from memoryadmin import roles
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
+from memoryadmin.json import canonical
 from memoryadmin.models import ApiKey
 
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
@@ -136,7 +136,7 @@ def _erase_items(user, receipt: _Receipt, batch: int) -> None:
             if not rows:
                 return
             for _, path, key, value in rows:
-                value_hash = hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
+                value_hash = hashlib.sha256(canonical(value)).hexdigest()
                 receipt.line("store_items", path, key, value_hash)
             _store_items(user).filter(pk__in=[row[0] for row in rows]).delete()
         receipt.counts["store_items"] += len(rows)

@@ -1,22 +1,24 @@
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import template
+
+from memoryadmin.json import pretty, stored_loads
 
 register = template.Library()
 
 
 @register.filter
 def pretty_json(value: Any) -> str:
-    """Indented JSON as plain text; the template escapes it like any other string."""
+    """Indented JSON as plain text; the template escapes it like any other string. Never fails:
+    what is nested too deep to show is marked (memoryadmin/json.py)."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = stored_loads(value)
         except ValueError:
             return value
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return pretty(value)
 
 
 @register.filter

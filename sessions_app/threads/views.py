@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from itertools import groupby
 
 from django.contrib import messages
@@ -14,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from memoryadmin import roles
+from memoryadmin.json import pretty
 
 from sessions_app.threads import selectors, services
 
@@ -83,7 +83,7 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     }
     if tab == "state":
         context["extra_state_json"] = (
-            json.dumps(thread.extra_state, indent=2, ensure_ascii=False, sort_keys=True)
+            pretty(thread.extra_state)
             if thread.extra_state is not None
             else None
         )
