@@ -30,6 +30,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 from rest_framework.utils.encoders import JSONEncoder
 
+from memoryadmin.errors import InvalidInput
 from memoryadmin.jsoncheck import (
     BODY_DEPTH_MAX,
     ORJSON_DEPTH,
@@ -106,8 +107,6 @@ class ORJSONParser(BaseParser):
     media_type = "application/json"
 
     def parse(self, stream, media_type=None, parser_context=None):
-        from memoryadmin.errors import InvalidInput
-
         raw = stream.read() if stream is not None else b""
         if not raw:
             return {}

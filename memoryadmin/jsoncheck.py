@@ -29,6 +29,8 @@ from typing import Any
 import orjson
 from django.conf import settings
 
+from memoryadmin.errors import InvalidInput
+
 DEPTH_MAX = 64
 DOCUMENT_DEPTH_MAX = 128
 BODY_DEPTH_MAX = 160
@@ -187,8 +189,6 @@ def json_value_check(value: Any, field: str, *, depth_max: int = DEPTH_MAX, byte
     INTEGER_DIGITS_MAX digits, at most `depth_max` levels and `bytes_max` bytes
     (the small-value limit by default). Returns the value with -0.0 made 0.0.
     """
-    from memoryadmin.errors import InvalidInput
-
     found = json_problem(value, depth_max=depth_max, where=field)
     if found is not None:
         where, problem = found

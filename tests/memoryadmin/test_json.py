@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from memoryadmin import json as mjson
 from memoryadmin.json import ORJSONRenderer
+from memoryadmin.jsoncheck import ORJSON_DEPTH, depth_exceeds, json_depth, json_problem
 
 
 def test_it_writes_integers_beyond_64_bits():
@@ -36,10 +38,6 @@ def test_big_numbers_in_stored_json_read_back(alice_api):
 
 
 # --- the depth probe -------------------------------------------------------------------------------
-
-from memoryadmin import json as mjson  # noqa: E402
-from memoryadmin.jsoncheck import ORJSON_DEPTH, depth_exceeds, json_depth, json_problem  # noqa: E402
-
 
 def lists(depth: int, leaf=1):
     value = leaf

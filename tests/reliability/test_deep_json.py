@@ -17,7 +17,12 @@ from django.db import connection
 from django.test import override_settings
 
 from memoryadmin.json import DEEP_MARKER
-from memoryadmin.jsoncheck import BODY_DEPTH_MAX, DEPTH_MAX, DOCUMENT_DEPTH_MAX, json_depth
+from memoryadmin.jsoncheck import (
+    BODY_DEPTH_MAX,
+    DEPTH_MAX,
+    DOCUMENT_DEPTH_MAX,
+    json_depth,
+)
 from sessions_app.checkpoints.services import checkpoint_input
 from sessions_app.models import Block, Checkpoint, CheckpointWrite, Thread
 from sessions_app.threads.services import thread_save_agent_state
