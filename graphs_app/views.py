@@ -72,7 +72,7 @@ def _preview_context(text: str) -> dict[str, Any]:
 def graph_list(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").strip()[:100]
     owner = request.GET.get("owner", "").strip()[:150]
-    page = params.parse_page(request.GET.get("page"))
+    page = params.parse_page(request.GET.get("page"), page_size=PAGE_SIZE)
     graphs = selectors.graph_list(actor=request.user, q=q, owner=owner)
     # One row more than shown tells whether a next page exists, without a COUNT.
     offset = (page - 1) * PAGE_SIZE

@@ -5,13 +5,14 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterator
 
-import orjson
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
+
+from memoryadmin.json import dumps
 
 from .audit import audit_record
 from .params import parse_choice
@@ -69,7 +70,7 @@ def _csv_lines(queryset) -> Iterator[str]:
                 event.action,
                 event.target,
                 event.ip or "",
-                orjson.dumps(event.detail).decode(),
+                dumps(event.detail).decode(),
             ]
         )
 
@@ -87,7 +88,7 @@ def _json_lines(queryset) -> Iterator[bytes]:
             "ip": event.ip,
             "detail": event.detail,
         }
-        yield (b"\n" if first else b",\n") + orjson.dumps(record)
+        yield (b"\n" if first else b",\n") + dumps(record)
         first = False
     yield b"\n]\n"
 

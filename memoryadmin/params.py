@@ -19,15 +19,17 @@ from collections.abc import Collection
 from datetime import date
 from typing import Any
 
-import orjson
 
 from memoryadmin.errors import InvalidInput
-from memoryadmin.jsoncheck import json_storage_problem
+from memoryadmin.json import DepthExceeded, loads as json_loads
+from memoryadmin.jsoncheck import DEPTH_MAX, json_value_check
 
 LIST_LIMIT_DEFAULT = 100
 LIST_LIMIT_MAX = 1000
 # The deepest page a paged list serves; past it the list is searched or filtered instead.
 PAGE_MAX = 100_000
+# The deepest row a paged page starts at (an OFFSET), whatever the page size.
+PAGE_OFFSET_MAX = 1_000_000
 # Keyset cursors and row ids: below PostgreSQL's and SQLite's largest bigint (2**63 - 1).
 CURSOR_MAX = 10**18 - 1
 _INTEGER_RE = re.compile(r"[+-]?[0-9]{1,30}")
@@ -104,8 +106,12 @@ def parse_offset(value: Any, maximum: int = 1_000_000, *, name: str = "offset") 
     return parse_int(value, name=name, default=0, minimum=0, maximum=maximum)
 
 
-def parse_page(value: Any, *, maximum: int = PAGE_MAX, name: str = "page") -> int:
-    """A page number of a paged list, from 1 to `maximum`; 1 when absent."""
+def parse_page(value: Any, *, maximum: int = PAGE_MAX, name: str = "page", page_size: int | None = None) -> int:
+    """A page number of a paged list, from 1 to `maximum`; 1 when absent. With `page_size`,
+    also at most the page that starts PAGE_OFFSET_MAX rows in: no one pages further by hand,
+    and the list is searched or filtered instead."""
+    if page_size:
+        maximum = min(maximum, PAGE_OFFSET_MAX // page_size + 1)
     return parse_int(value, name=name, default=1, minimum=1, maximum=maximum)
 
 
@@ -153,18 +159,20 @@ def parse_date(value: Any, *, name: str) -> date | None:
         raise invalid(name, "must be a date (YYYY-MM-DD).") from None
 
 def parse_json_object(value: Any, field_name: str) -> dict[str, Any]:
-    """A JSON object given as a query-string value or already parsed; {} when absent (None)."""
+    """A JSON object given as a query-string value or already parsed; {} when absent (None).
+
+    A filter or metadata: DEPTH_MAX levels and the small-value size (memoryadmin/jsoncheck.py).
+    """
     if value is None:
         return {}
     if isinstance(value, str):
         try:
-            # orjson, as the API's parser: no NaN, no infinity, no lone surrogate.
-            value = orjson.loads(value)
-        except orjson.JSONDecodeError:
+            # The API's parser: no NaN, no infinity, no lone surrogate, integers exact.
+            value = json_loads(value, depth_max=DEPTH_MAX, field=field_name)
+        except DepthExceeded as exc:
+            raise InvalidInput(str(exc), fields={field_name: [f"is nested deeper than {exc.limit} levels."]}) from None
+        except ValueError:
             raise invalid(field_name, "is not valid JSON.") from None
     if not isinstance(value, dict):
         raise invalid(field_name, "must be a JSON object.")
-    problem = json_storage_problem(value)
-    if problem:
-        raise invalid(field_name, f"{problem}.")
-    return value
+    return json_value_check(value, field_name, depth_max=DEPTH_MAX)

@@ -379,6 +379,9 @@ MEMORYADMIN_SERVER_NAME = env_str("MEMORYADMIN_SERVER_NAME") or socket.gethostna
 # One person's repeated reads of one thread, item or listing of another user's within this
 # many seconds are one audit event (0 records every read; docs/operations.md, "Audit log").
 MEMORYADMIN_AUDIT_READ_WINDOW_SECONDS = env_int("MEMORYADMIN_AUDIT_READ_WINDOW_SECONDS", 300, minimum=0)
+# Largest metadata, extra_state, store value or filter, as compact JSON (memoryadmin/jsoncheck.py);
+# checkpoints, pending writes and messages may each be as large as a body.
+MEMORYADMIN_MAX_JSON_BYTES = env_int("MEMORYADMIN_MAX_JSON_BYTES", 1024 * 1024, minimum=1)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client import multiprocess
 
-from . import roles
+from . import policy
 
 HEALTH_RETRY_AFTER_SECONDS = 5
 
@@ -40,7 +40,7 @@ def _health_problem() -> str | None:
 
 def _is_admin(request: HttpRequest) -> bool:
     try:
-        return roles.is_admin(request.user)
+        return policy.may_administer(request.user)
     except Error:  # the session or the user could not be read: the database is the problem
         return False
 

@@ -18,6 +18,8 @@ from typing import Any
 from django.db import NotSupportedError
 from django.db.models import BooleanField, CharField, F, FloatField, Func
 
+from memoryadmin.json import stored_loads
+
 from . import matching
 
 # The text search configuration; the GIN index in migration 0002 is built on
@@ -228,7 +230,8 @@ class NamespaceLabel(_StoreFunc):
 
 def _sqlite_filter(value_text, spec):
     try:
-        value = json.loads(value_text) if isinstance(value_text, str) else None
+        # As the model field reads it: exact integers, nothing deep enough to exhaust the stack.
+        value = stored_loads(value_text) if isinstance(value_text, str) else None
         return 1 if matching.conditions_hold(value, _spec_conditions(spec)) else 0
     except Exception:  # noqa: BLE001 - see above
         return 0
@@ -236,7 +239,7 @@ def _sqlite_filter(value_text, spec):
 
 def _sqlite_text_score(value_text, terms_json):
     try:
-        value = json.loads(value_text) if isinstance(value_text, str) else None
+        value = stored_loads(value_text) if isinstance(value_text, str) else None
         return matching.text_score(value, tuple(json.loads(terms_json)))
     except Exception:  # noqa: BLE001 - see above
         return 0.0

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 from django import forms
 
 from memoryadmin.errors import InvalidInput
+from memoryadmin.json import DepthExceeded
+from memoryadmin.json import loads as json_loads
+from memoryadmin.jsoncheck import DEPTH_MAX
 
 from .matching import MAX_QUERY_CHARS, filter_validate
 
@@ -26,7 +27,10 @@ class StoreSearchForm(forms.Form):
         if not raw:
             return None
         try:
-            parsed = json.loads(raw)
+            # The API's parser: strict JSON, exact integers, and no nesting deeper than a filter may be.
+            parsed = json_loads(raw, depth_max=DEPTH_MAX, field="filter")
+        except DepthExceeded as exc:
+            raise forms.ValidationError(str(exc)) from exc
         except ValueError as exc:
             raise forms.ValidationError(f"Not JSON: {exc}") from exc
         try:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryadmin.errors import InvalidInput
-from memoryadmin.jsoncheck import text_storable
+from memoryadmin.jsoncheck import DEPTH_MAX, json_value_check, text_storable
 
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 ORDERING_OPERATORS = ("$gt", "$gte", "$lt", "$lte")
@@ -63,33 +63,12 @@ def _refuse(field: str, message: str) -> InvalidInput:
 
 
 
-def _check_json(value: Any, *, field: str, where: str) -> None:
-    """A JSON document PostgreSQL's jsonb can hold: finite numbers, string keys, no NUL."""
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise _refuse(field, f"{where} is not JSON: {exc}.") from exc
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if not text_storable(item):
-                raise _refuse(field, f"{where} holds a NUL character or a lone surrogate, which cannot be stored.")
-        elif isinstance(item, dict):
-            for key, inner in item.items():
-                if not text_storable(key):
-                    raise _refuse(field, f"{where} has a key with a NUL character or a lone surrogate.")
-                stack.append(inner)
-        elif isinstance(item, list):
-            stack.extend(item)
-
-
 def value_validate(value: Any, *, field: str = "value") -> dict[str, Any]:
-    """A store value is a JSON object (LangGraph: `dict[str, Any]`)."""
+    """A store value is a JSON object (LangGraph: `dict[str, Any]`), checked by the one check of
+    JSON input (memoryadmin/jsoncheck.py): DEPTH_MAX levels, the small-value size."""
     if not isinstance(value, dict):
         raise _refuse(field, "must be a JSON object.")
-    _check_json(value, field=field, where="the value")
-    return value
+    return json_value_check(value, field, depth_max=DEPTH_MAX)
 
 
 def filter_validate(value: Any, *, field: str = "filter") -> tuple[Condition, ...]:
@@ -100,11 +79,13 @@ def filter_validate(value: Any, *, field: str = "filter") -> tuple[Condition, ..
         raise _refuse(field, "must be a JSON object of value fields.")
     if len(value) > MAX_FILTER_FIELDS:
         raise _refuse(field, f"has {len(value)} fields; at most {MAX_FILTER_FIELDS}.")
+    # Every operand is JSON jsonb can hold, and the filter is at most DEPTH_MAX deep, so the
+    # comparisons below (which recurse into operands) stay within a bounded depth.
+    value = json_value_check(value, field, depth_max=DEPTH_MAX)
     conditions: list[Condition] = []
     for name, spec in value.items():
         if not isinstance(name, str) or not text_storable(name) or len(name) > MAX_FIELD_NAME:
             raise _refuse(field, f"field names are at most {MAX_FIELD_NAME} characters without NUL.")
-        _check_json(spec, field=field, where=f"the condition on {name!r}")
         operators = isinstance(spec, dict) and any(k.startswith("$") for k in spec)
         if not operators:
             conditions.append(Condition(name, "$eq", spec))

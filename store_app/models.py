@@ -6,6 +6,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memoryadmin import policy
+from memoryadmin.jsonfield import StoredJSONField
 
 from .namespaces import MAX_KEY_BYTES, MAX_PATH_BYTES, SEPARATOR, Namespace, namespace_to_path
 
@@ -54,7 +55,7 @@ class StoreItem(models.Model):
     namespace_path = models.CharField(max_length=MAX_PATH_BYTES)
     depth = models.PositiveSmallIntegerField()
     key = models.CharField(max_length=MAX_KEY_BYTES)
-    value = models.JSONField()
+    value = StoredJSONField()
     # The TTL as given (minutes in the API); each refresh moves expires_at to now + ttl.
     ttl = models.DurationField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)

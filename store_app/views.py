@@ -9,7 +9,6 @@ number of queries: one per expanded tree level, one count, one page of items.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
@@ -23,6 +22,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from memoryadmin import params, policy
 from memoryadmin.errors import InvalidInput
+from memoryadmin.json import pretty
 
 from . import selectors, services
 from .forms import StoreSearchForm
@@ -95,7 +95,7 @@ def _tree_to(actor, namespace: Namespace) -> TreeLevel:
 
 
 def _pretty(value) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    return pretty(value)
 
 
 def _item_panel(request: HttpRequest, namespace: Namespace) -> dict:

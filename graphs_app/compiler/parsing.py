@@ -78,8 +78,11 @@ def looks_like_langgraph(spec: Any) -> bool:
 
 
 def _langgraph_id(value: Any, path: str) -> str:
-    # LangGraph numbers nodes whose id is a UUID, so ids may arrive as integers.
+    # LangGraph numbers nodes whose id is a UUID, so ids may arrive as integers: of at most
+    # 64 bits, as the schema says (the API reads longer integers exactly, not as floats).
     if isinstance(value, int) and not isinstance(value, bool):
+        if not -(2**63) <= value <= 2**64 - 1:
+            raise SpecError(path, "must be a string or an integer of at most 64 bits")
         return str(value)
     if not isinstance(value, str):
         raise SpecError(path, "must be a string")

@@ -34,7 +34,6 @@ import re
 from collections import Counter
 from typing import Any
 
-import orjson
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Count, F, Q
@@ -43,6 +42,7 @@ from django.utils import timezone
 from memoryadmin import policy, roles
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import InvalidInput, NotFound
+from memoryadmin.json import canonical
 from memoryadmin.jsoncheck import text_input_check
 from memoryadmin.models import ApiKey, AuditEvent
 
@@ -163,7 +163,7 @@ def _erase_items(user, receipt: _Receipt, batch: int) -> None:
             if not rows:
                 return
             for _, path, key, value in rows:
-                value_hash = hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
+                value_hash = hashlib.sha256(canonical(value)).hexdigest()
                 receipt.line("store_items", path, key, value_hash)
             _store_items(user).filter(pk__in=[row[0] for row in rows]).delete()
         receipt.counts["store_items"] += len(rows)
@@ -176,7 +176,7 @@ def _erase_graphs(user, receipt: _Receipt, batch: int) -> None:
             if not rows:
                 return
             for pk, name, spec in rows:
-                spec_hash = hashlib.sha256(orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)).hexdigest()
+                spec_hash = hashlib.sha256(canonical(spec)).hexdigest()
                 receipt.line("graph_definitions", pk, name, spec_hash)
             _graphs(user).filter(pk__in=[row[0] for row in rows]).delete()
         receipt.counts["graph_definitions"] += len(rows)
@@ -278,6 +278,7 @@ class _Scrubber:
         detail = self.value(event.detail, queries=False)
         if target != event.target or detail != event.detail or self._about_the_user(event):
             detail = self.value(detail, queries=True)
+            target = _without_search_texts(target)
         return target, detail
 
     def candidates(self, since=None, chunk: int = 500):
@@ -296,6 +297,18 @@ class _Scrubber:
                 if event.pk not in seen:
                     seen.add(event.pk)
                     yield event
+
+
+def _without_search_texts(target: str) -> str:
+    """A listing's target (`search?limit=50&q=kyoto`) with its search texts erased."""
+    kind, mark, query = target.partition("?")
+    if not mark:
+        return target
+    parts = []
+    for part in query.split("&"):
+        name, equals, _ = part.partition("=")
+        parts.append(f"{name}={ERASED}" if equals and name in ("q", "query") else part)
+    return f"{kind}?{'&'.join(parts)}"
 
 
 def _redact_audit(scrubber: _Scrubber, batch: int, since=None) -> int:

@@ -33,6 +33,7 @@ from django.utils import timezone
 from memoryadmin import policy
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Forbidden, InvalidInput
+from memoryadmin.json import dumps, stored_loads
 
 from sessions_app.checkpoints.selectors import attach_writes, checkpoint_as_dict
 from sessions_app.checkpoints.models import Checkpoint
@@ -117,7 +118,7 @@ def _transcript(thread: Thread, counts: dict[str, int]) -> Iterator[bytes]:
         head = f"## #{seq} · {' · '.join(marks)} · {created_at.isoformat()}\n\n"
         tail = ""
         if calls and calls not in ("null", "[]"):
-            tail = "\n\n```json\n" + orjson.dumps(orjson.loads(calls), option=orjson.OPT_INDENT_2).decode() + "\n```"
+            tail = "\n\n```json\n" + dumps(stored_loads(calls), option=orjson.OPT_INDENT_2).decode() + "\n```"
         yield (head + (content or "") + tail + "\n\n").encode()
 
 
@@ -129,7 +130,7 @@ def _agent_state(thread: Thread, counts: dict[str, int]) -> Iterator[bytes]:
         "metadata": thread.metadata,
     }
     # The object is written by hand around the context so that the context streams.
-    yield orjson.dumps(head)[:-1] + b',"context":['
+    yield dumps(head)[:-1] + b',"context":['
     # Each message as the database's JSON text: valid JSON already, so it is copied, not decoded
     # and encoded again.
     messages = (
@@ -155,7 +156,7 @@ def _checkpoints(thread: Thread, counts: dict[str, int]) -> Iterator[bytes]:
         for row in attach_writes(rows):
             counts["checkpoints"] += 1
             counts["pending_writes"] += len(row.pending)
-            yield orjson.dumps(checkpoint_as_dict(row, thread=thread)) + b"\n"
+            yield dumps(checkpoint_as_dict(row, thread=thread)) + b"\n"
 
 
 def _write_member(zf: zipfile.ZipFile, sink: _Sink, name: str, pieces: Iterable[bytes]) -> Generator[bytes, None, dict[str, Any]]:

@@ -232,6 +232,7 @@ def thread_update_metadata(*, actor, thread_id: str, metadata: Any) -> Thread:
     """LangGraph's thread update: the given metadata keys are merged into the thread's (owner only)."""
     metadata = _json_object(metadata, "metadata", required=True)
     thread, _ = _thread_for_write(actor=actor, thread_id=thread_id, action="thread.update", create=False)
-    thread.metadata = {**(thread.metadata or {}), **metadata}
+    # Each update is checked, and so is what they add up to.
+    thread.metadata = _json_object({**(thread.metadata or {}), **metadata}, "metadata")
     thread.save(update_fields=["metadata", "updated_at"])
     return thread

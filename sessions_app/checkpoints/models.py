@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
+from memoryadmin.jsonfield import StoredJSONField
+
 from ..threads.models import Thread, ThreadScoped
 
 
@@ -23,8 +25,8 @@ class Checkpoint(ThreadScoped):
     checkpoint_id = models.CharField(max_length=128)
     # "" when the checkpoint has no parent.
     parent_checkpoint_id = models.CharField(max_length=128, blank=True, default="")
-    checkpoint = models.JSONField(default=dict)
-    metadata = models.JSONField(default=dict, blank=True)
+    checkpoint = StoredJSONField(default=dict)
+    metadata = StoredJSONField(default=dict, blank=True)
     run_id = models.CharField(max_length=128, blank=True, default="")
     node_id = models.CharField(max_length=255, blank=True, default="")
     next_node_id = models.CharField(max_length=255, blank=True, default="")
@@ -68,7 +70,7 @@ class CheckpointWrite(ThreadScoped):
     task_path = models.CharField(max_length=1024, blank=True, default="")
     idx = models.IntegerField()
     channel = models.CharField(max_length=255)
-    value = models.JSONField()
+    value = StoredJSONField()
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from memoryadmin import policy
 from memoryadmin.errors import InvalidInput, NotFound, PreconditionFailed
-from memoryadmin.jsoncheck import text_storable
+from memoryadmin.jsoncheck import DEPTH_MAX, DOCUMENT_DEPTH_MAX, document_bytes_max, json_value_check, text_storable
 
 from sessions_app.checkpoints.langgraph import is_langgraph_checkpoint, next_nodes, nodes_run
 from sessions_app.checkpoints.selectors import checkpoint_etag, checkpoint_id_validate, checkpoint_ns_validate
@@ -51,41 +51,24 @@ PruneStrategy = Literal["keep_latest", "delete"]
 # --- input checks ------------------------------------------------------------------------------
 
 
-def _find_nul(value: Any, path: str) -> str | None:
-    """The path of the first string PostgreSQL cannot store (U+0000, a lone surrogate), if any."""
-    stack = [(value, path)]
-    while stack:
-        item, where = stack.pop()
-        if isinstance(item, str):
-            if not text_storable(item):
-                return where
-        elif isinstance(item, dict):
-            for key, inner in item.items():
-                if not text_storable(key):
-                    return where
-                stack.append((inner, f"{where}.{key}"))
-        elif isinstance(item, list):
-            stack.extend((inner, f"{where}[{index}]") for index, inner in enumerate(item))
-    return None
+def _json_value(value: Any, field_name: str, *, document: bool = True) -> Any:
+    """JSON as it will be stored, else a 400 naming the field (memoryadmin/jsoncheck.py:
+    storable strings, finite numbers, nesting and size). A document (a checkpoint, a write's
+    value) may be DOCUMENT_DEPTH_MAX deep and as large as a body; metadata DEPTH_MAX deep
+    and of the small-value size."""
+    if document:
+        return json_value_check(value, field_name, depth_max=DOCUMENT_DEPTH_MAX, bytes_max=document_bytes_max())
+    return json_value_check(value, field_name, depth_max=DEPTH_MAX)
 
 
-def _json_value(value: Any, field_name: str) -> Any:
-    bad = _find_nul(value, field_name)
-    if bad is not None:
-        raise InvalidInput(
-            f"{bad} holds a NUL character or a lone surrogate, which cannot be stored; send it as a blob.",
-            fields={field_name: [f"{bad} holds a NUL character or a lone surrogate."]},
-        )
-    return value
-
-
-def _json_object(value: Any, field_name: str, *, required: bool = False) -> dict[str, Any]:
+def _json_object(value: Any, field_name: str, *, required: bool = False, document: bool = False) -> dict[str, Any]:
+    """A JSON object: metadata unless `document`."""
     if value is None and not required:
         return {}
     if not isinstance(value, dict):
         message = "is required (a JSON object)." if value is None else "must be a JSON object."
         raise InvalidInput(f"{field_name} {message}", fields={field_name: [message]})
-    return _json_value(value, field_name)
+    return _json_value(value, field_name, document=document)
 
 
 def _short_text(value: Any, field_name: str, maximum: int, *, required: bool = False) -> str:
@@ -119,7 +102,7 @@ def checkpoint_input(
     next_node_id: Any = None,
 ) -> CheckpointInput:
     """Validate the body of a checkpoint put; every error names its field."""
-    body = _json_object(checkpoint, "checkpoint", required=True)
+    body = _json_object(checkpoint, "checkpoint", required=True, document=True)
     if "channel_values" in body and not isinstance(body["channel_values"], dict):
         raise InvalidInput(
             "checkpoint.channel_values must be a JSON object.",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +9,8 @@ from django.db.models import Count, Subquery, Value
 from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Coalesce
 
+
+from memoryadmin.json import pretty
 
 from ..threads.models import Thread
 from .models import Checkpoint
@@ -137,7 +137,7 @@ class CheckpointDiff:
 def _pretty(value: Any) -> str:
     if isinstance(value, str):
         return value
-    return json.dumps(readable(value), indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return pretty(readable(value))
 
 
 def _short(value: Any, limit: int = 400) -> str:

@@ -16,6 +16,9 @@ from typing import Any
 
 
 
+from memoryadmin.json import DEEP_MARKER
+from memoryadmin.jsoncheck import SHOWN_DEPTH_MAX
+
 from ..threads.messages import ROLE_ALIASES, content_text
 
 
@@ -135,36 +138,45 @@ def message_list(value: Any) -> list[MessageView] | None:
     return views  # type: ignore[return-value]
 
 
-def readable(value: Any) -> Any:
-    """The value for display: envelopes shown as `{ClassName: fields}`, blobs by type and size."""
+def readable(value: Any, _depth: int = 0) -> Any:
+    """The value for display: envelopes shown as `{ClassName: fields}`, blobs by type and size.
+
+    Depth-bounded: past SHOWN_DEPTH_MAX levels the rest is DEEP_MARKER, so the recursion
+    stays within the stack whatever the value (stored ones are already cut there).
+    """
+    if _depth >= SHOWN_DEPTH_MAX and isinstance(value, dict | list):
+        return DEEP_MARKER
     if is_blob(value):
         return f"<{blob_label(value)}>"
     envelope = lc_envelope(value)
     if envelope is not None:
         name, kwargs = envelope
-        return {name: readable(kwargs)}
+        return {name: readable(kwargs, _depth + 1)}
     if isinstance(value, dict):
-        return {key: readable(item) for key, item in value.items()}
+        return {key: readable(item, _depth + 1) for key, item in value.items()}
     if isinstance(value, list):
-        return [readable(item) for item in value]
+        return [readable(item, _depth + 1) for item in value]
     return value
 
 
-def plain(value: Any) -> Any:
+def plain(value: Any, _depth: int = 0) -> Any:
     """The value in the LangGraph server's JSON shape: envelopes become their fields.
 
     A LangChain message comes out as `{"content", "type", "id", ...}`, as
     `langgraph-sdk` clients expect it; blobs stay blobs (only a client can open them).
+    Depth-bounded as `readable` is.
     """
+    if _depth >= SHOWN_DEPTH_MAX and isinstance(value, dict | list):
+        return DEEP_MARKER
     if is_blob(value):
         return value
     envelope = lc_envelope(value)
     if envelope is not None:
-        return plain(envelope[1])
+        return plain(envelope[1], _depth + 1)
     if isinstance(value, dict):
-        return {key: plain(item) for key, item in value.items()}
+        return {key: plain(item, _depth + 1) for key, item in value.items()}
     if isinstance(value, list):
-        return [plain(item) for item in value]
+        return [plain(item, _depth + 1) for item in value]
     return value
 
 

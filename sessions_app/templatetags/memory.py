@@ -9,6 +9,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
+from memoryadmin.json import pretty, stored_loads
+
 register = template.Library()
 
 # Content longer than this is shown cut, with the whole of it one click away.
@@ -18,13 +20,14 @@ PREVIEW_CHARS = 600
 
 @register.filter
 def pretty_json(value: Any) -> str:
-    """Indented JSON as plain text; the template escapes it like any other string."""
+    """Indented JSON as plain text; the template escapes it like any other string. Never fails:
+    what is nested too deep to show is marked (memoryadmin/json.py)."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = stored_loads(value)
         except ValueError:
             return value
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return pretty(value)
 
 
 def _fields(message: Any) -> dict[str, Any]:

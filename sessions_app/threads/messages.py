@@ -9,9 +9,13 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from memoryadmin.jsoncheck import json_storage_problem
+from memoryadmin.json import canonical as json_canonical
+from memoryadmin.jsoncheck import (
+    DOCUMENT_DEPTH_MAX,
+    document_bytes_max,
+    json_size,
+    json_storage_problem,
+)
 
 ROLE_ALIASES = {
     "user": "user",
@@ -84,9 +88,11 @@ def parse_message(message: Any, where: str) -> tuple[ParsedMessage | None, dict[
         errors[f"{where}.content"] = ["content parts must be strings or objects."]
     if "block_type" in message and not isinstance(message["block_type"], str):
         errors[f"{where}.block_type"] = ["must be a string."]
-    problem = json_storage_problem(message)
+    problem = json_storage_problem(message, depth_max=DOCUMENT_DEPTH_MAX)
     if problem:
         errors[where] = [f"{problem}."]
+    elif json_size(message) > document_bytes_max():
+        errors[where] = [f"is larger than {document_bytes_max()} bytes of JSON."]
     if errors:
         return None, errors
     normalized = ROLE_ALIASES[role]
@@ -102,11 +108,9 @@ def parse_message(message: Any, where: str) -> tuple[ParsedMessage | None, dict[
 
 
 def canonical(value: Any) -> bytes:
-    """Canonical JSON: sorted keys, no spaces, UTF-8. Raises TypeError on what JSON cannot hold."""
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except orjson.JSONEncodeError as exc:
-        raise TypeError(str(exc)) from exc
+    """Canonical JSON: sorted keys, no spaces, UTF-8, integers exact, -0.0 as 0.0 (the form
+    every database gives back). Raises TypeError on what JSON cannot hold."""
+    return json_canonical(value)
 
 
 class ContextHasher:

@@ -10,6 +10,7 @@ from django.db import models
 from django.utils import timezone
 
 from memoryadmin import policy
+from memoryadmin.jsonfield import StoredJSONField
 
 # "search" is reserved: /threads/search is LangGraph's search action, so a thread of that
 # name could be written (its agent-state) but never read, patched or deleted. "." and ".."
@@ -35,8 +36,8 @@ class Thread(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="threads")
     agent_code = models.CharField(max_length=64, blank=True)
     title = models.CharField(max_length=TITLE_MAX, blank=True)
-    extra_state = models.JSONField(null=True, blank=True)
-    metadata = models.JSONField(default=dict, blank=True)
+    extra_state = StoredJSONField(null=True, blank=True)
+    metadata = StoredJSONField(default=dict, blank=True)
     # Highest seq ever given in this thread, archived rows included: new blocks
     # continue from here, so a seq is never reused (docs/architecture.md, rule S6).
     last_seq = models.BigIntegerField(default=0)
@@ -117,7 +118,7 @@ class Block(ThreadScoped):
     position = models.IntegerField()
     role = models.CharField(max_length=16, choices=Role.choices)
     content = models.TextField(blank=True)
-    message = models.JSONField()
+    message = StoredJSONField()
     block_type = models.CharField(max_length=32, default="message")
     archived = models.BooleanField(default=False)
     # Which rewrite of the thread archived this block (null while active).

@@ -6,12 +6,13 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import orjson
 from django.db import connection
 from django.db.models import Q, QuerySet
 
 from memoryadmin import policy
 from memoryadmin.errors import InvalidInput, NotFound
+from memoryadmin.json import stored_loads
+from memoryadmin.jsoncheck import SHOWN_DEPTH_MAX
 from memoryadmin.params import parse_choice
 
 from .models import RESERVED_THREAD_IDS, THREAD_ID_RE, Block, Thread
@@ -137,7 +138,8 @@ def _active_messages(thread: Thread) -> list[dict[str, Any]]:
                 " WHERE thread_id = %s AND agent_code = %s AND NOT archived",
                 [thread.pk, thread.agent_code],
             )
-            return orjson.loads(cursor.fetchone()[0])
+            # Exact integers, and each message cut where the model field cuts it (one level down).
+            return stored_loads(cursor.fetchone()[0], depth_max=SHOWN_DEPTH_MAX + 1)
     return list(
         Block.objects.filter(thread=thread, agent_code=thread.agent_code, archived=False)
         .order_by("seq")

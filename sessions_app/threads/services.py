@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-import orjson
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -22,7 +21,8 @@ from django.utils import timezone
 from memoryadmin import policy
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import InvalidInput, PreconditionFailed
-from memoryadmin.jsoncheck import json_storage_problem, text_input_check
+from memoryadmin.json import db_text
+from memoryadmin.jsoncheck import DEPTH_MAX, json_value_check, text_input_check
 from memoryadmin.metrics import BLOCK_APPEND, BLOCK_ARCHIVE_WRITE, BLOCK_PERSIST_FAIL, BLOCK_TRUNCATE
 
 from sessions_app.threads.messages import ContextHasher, ParsedMessage, parse_message
@@ -178,9 +178,7 @@ def thread_save_agent_state(
                 raise InvalidInput(
                     "extra_state must be a JSON object or null.", fields={"extra_state": ["must be an object or null."]}
                 )
-            problem = json_storage_problem(extra_state)
-            if problem:
-                raise InvalidInput(f"extra_state {problem}.", fields={"extra_state": [f"{problem}."]})
+            extra_state = json_value_check(extra_state, "extra_state", depth_max=DEPTH_MAX)
         _ensure_can_write_at_all(actor, thread_id)
         save = {
             "actor": actor,
@@ -299,11 +297,9 @@ def _append_in_one_statement(
     except TypeError as exc:
         raise _not_json(exc) from exc
     parsed = _parse_messages(context, stored)
-    try:
-        messages = [orjson.dumps(item.message).decode() for item in parsed]
-        state = orjson.dumps(extra_state).decode() if extra_state_given and extra_state is not None else None
-    except TypeError:
-        return None  # what orjson cannot write (an integer beyond 64 bits) is Django's to store
+    # The text the model field would store: doubles stay doubles in jsonb (memoryadmin/json.py).
+    messages = [db_text(item.message) for item in parsed]
+    state = db_text(extra_state) if extra_state_given and extra_state is not None else None
 
     now = timezone.now()
     params: list[Any] = [last_seq + total - stored, total - stored, agent_code, now, _title_from(parsed) if untitled else ""]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, time
 from itertools import groupby
 
@@ -17,6 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from memoryadmin import params, policy
+from memoryadmin.json import pretty
 
 from sessions_app.threads import selectors, services
 
@@ -31,7 +31,7 @@ def thread_list(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").strip()[:200]
     agent_code = request.GET.get("agent", "").strip()[:64]
     owner = request.GET.get("owner", "").strip()[:150]
-    page = params.parse_page(request.GET.get("page"))
+    page = params.parse_page(request.GET.get("page"), page_size=PAGE_SIZE)
     threads = selectors.thread_list(actor=request.user, q=q, agent_code=agent_code, owner=owner)
     # Fetch one row more than shown to know whether a next page exists, without a COUNT.
     offset = (page - 1) * PAGE_SIZE
@@ -94,7 +94,7 @@ def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
     }
     if tab == "state":
         context["extra_state_json"] = (
-            json.dumps(thread.extra_state, indent=2, ensure_ascii=False, sort_keys=True)
+            pretty(thread.extra_state)
             if thread.extra_state is not None
             else None
         )

@@ -6,6 +6,9 @@ No input may produce a 500, and every answer must conform to the schema
 
 from __future__ import annotations
 
+import json
+from urllib.parse import quote
+
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
@@ -126,3 +129,110 @@ def test_crafted_ids_text_and_cursors_get_a_documented_4xx(auth_headers):
                 failures.append(f"{operation.label} {what}: {response.status_code}")
     assert not failures, "\n".join(failures)
     assert sent > 150
+
+def _wrapped(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+# JSON that used to turn reads into 500s: deeper than metadata may be, deeper than a body may
+# be (in the range that was stored and then broke every read of it), and numbers jsonb gives
+# back changed (or that orjson alone reads as floats).
+HOSTILE = {
+    "numbers": {"a": 1e16, "b": 1.5e17, "c": -0.0, "d": 1e20, "e": 2**70, "f": -(2**63), "g": 5e-324},
+    "deep": {"v": _wrapped(70)},
+    # Last, so that what is read back as the latest (agent state, the thread's values) is it.
+    "deeper": {"v": _wrapped(600)},
+}
+# Reads over everything the fuzzer's user holds: whatever a hostile body managed to store.
+READS = (
+    ("post", "/api/v1/threads/search", '{"limit": 1000}'),
+    ("post", "/api/v1/store/items/search", '{"limit": 1000}'),
+)
+
+
+# Generated examples only (no coverage phase): the hostile parts are what this test adds.
+hostile_schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
+hostile_schema.config.generation.update(allow_x00=False)
+hostile_schema.config.phases.update(phases=["fuzzing"])
+
+
+def _with(body, hostile):
+    """The generated body with `hostile` added to each object it holds, and where
+    the body carries what is stored and read back (agent state, a checkpoint's values), there."""
+    if not isinstance(body, dict):
+        return body
+    out = {key: _with(value, hostile) if isinstance(value, dict) else value for key, value in body.items()}
+    out["x"] = hostile
+    if "context" in out:
+        out["extra_state"] = {"x": hostile}
+    if isinstance(out.get("checkpoint"), dict):
+        out["checkpoint"]["channel_values"] = {"x": hostile}
+    return out
+
+
+# The numbers as every read must give them back: the same doubles and integers (-0.0 as 0.0).
+NUMBERS_BACK = {key: (type(value).__name__, repr(0.0 if value == 0 else value)) for key, value in HOSTILE["numbers"].items()}
+# What a read may answer at most: stored JSON is cut at 200 levels, plus the answer's own.
+ANSWER_DEPTH_MAX = 210
+
+
+def _walk(answer) -> tuple[int, list[dict]]:
+    """How deep an answer is, and the objects in it holding exactly the hostile numbers' keys."""
+    deepest, found = 0, []
+    stack = [(answer, 1)] if isinstance(answer, dict | list) else []
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict) and item.keys() == HOSTILE["numbers"].keys():
+            found.append(item)
+        stack.extend((inner, depth + 1) for inner in (item.values() if isinstance(item, dict) else item) if isinstance(inner, dict | list))
+    return deepest, found
+
+
+def _reads(client, headers) -> list[tuple[str, str, str | None]]:
+    """Reads over everything the fuzzer's user holds, each of its threads' state included."""
+    listed = client.get("/api/v1/threads?limit=500", headers=headers)
+    assert listed.status_code == 200, listed.data[:200]
+    ids = [row["thread_id"] for row in json.loads(listed.data)["results"]]
+    per_thread = [
+        read
+        for thread_id in ids
+        for read in (
+            ("post", f"/api/v1/threads/{quote(thread_id, safe='')}/history", '{"limit": 100}'),
+            ("get", f"/api/v1/threads/{quote(thread_id, safe='')}/agent-state", None),
+        )
+    ]
+    return [*READS, *per_thread]
+
+
+@hostile_schema.parametrize()
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+def test_deep_json_and_edge_numbers_in_any_body_never_make_a_500(case, auth_headers):
+    from schemathesis.specs.openapi.checks import positive_data_acceptance
+    from werkzeug.test import Client as WerkzeugClient
+
+    if case.headers:
+        # The fuzzer's own key only: a generated one is a 401 before the body is looked at.
+        for name in ("If-Match", "X-Api-Key", "Authorization"):
+            case.headers.pop(name, None)
+    if not isinstance(case.body, dict | list):
+        return
+    generated = case.body
+    for hostile in HOSTILE.values():
+        case.body = _with(generated, hostile)
+        # Refusing such a body is right (a 400 naming the field); failing on it is not.
+        case.call_and_validate(headers=auth_headers, excluded_checks=[positive_data_acceptance])
+    # Nor may anything it stored make a later read fail, answer JSON nested without bound, or
+    # give the numbers back changed. (Straight into the WSGI app as the calls
+    # above: Django's test client would reconnect the signal that closes the test's connection.)
+    client = WerkzeugClient(application)
+    for method, url, body in _reads(client, auth_headers):
+        response = client.open(url, method=method.upper(), data=body, headers={**auth_headers, "Content-Type": "application/json"})
+        assert response.status_code == 200, (case.operation.label, url, response.data[:200])
+        depth, numbers = _walk(json.loads(response.data))
+        assert depth <= ANSWER_DEPTH_MAX, (case.operation.label, url, depth)
+        for found in numbers:
+            assert {key: (type(value).__name__, repr(value)) for key, value in found.items()} == NUMBERS_BACK, (url, found)

@@ -24,8 +24,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # What LangGraph's own savers take but memoryadmin cannot keep. "x\n" is not "x":
 # taken, it would be a second thread that looks like the first.
-REFUSED = ["user/42", "a b", "ü", "x\n", "a" * 65]
-KEPT = [".", "..", "a" * 64, "agent:v1@host$1-2_3.4"]
+# "." and ".." are path steps that browsers and HTTP clients resolve: refused, as "search" is.
+REFUSED = ["user/42", "a b", "ü", "x\n", "a" * 65, ".", ".."]
+KEPT = ["a" * 64, "agent:v1@host$1-2_3.4", "..a", ".b."]
 
 
 class RecordingTransport(httpx.HTTPTransport):
@@ -80,7 +81,7 @@ def test_the_saver_refuses_ids_memoryadmin_cannot_keep_before_any_request(live_s
     saver.close()
 
 
-def test_ids_of_dots_and_the_longest_id_work_through_the_saver_and_the_sdk(live_server, key):
+def test_ids_with_dots_and_the_longest_id_work_through_the_saver_and_the_sdk(live_server, key):
     saver = MemoryAdminSaver(live_server.url, key)
     client = get_sync_client(url=f"{live_server.url}/api/v1", api_key=key)
     graph = graph_with(saver)
@@ -98,10 +99,10 @@ def test_ids_of_dots_and_the_longest_id_work_through_the_saver_and_the_sdk(live_
         graph.invoke(Command(resume="yes"), config)
         assert client.threads.get_state(thread_id)["next"] == []
     assert set(Thread.objects.values_list("thread_id", flat=True)) == set(KEPT)
-    saver.copy_thread(".", "copy-of-dot")
-    assert Checkpoint.objects.filter(thread__thread_id="copy-of-dot").count() == 4
-    saver.delete_thread("..")
-    assert not Checkpoint.objects.filter(thread__thread_id="..").exists()
+    saver.copy_thread("..a", "copy-of-dots")
+    assert Checkpoint.objects.filter(thread__thread_id="copy-of-dots").count() == 4
+    saver.delete_thread(".b.")
+    assert not Checkpoint.objects.filter(thread__thread_id=".b.").exists()
     client.http.client.close()
     saver.close()
 

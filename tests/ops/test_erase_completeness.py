@@ -13,7 +13,7 @@ from graphs_app.services import graph_create, graph_delete
 from memoryadmin.models import AuditEvent
 from memoryadmin.operations.erase import user_erase, user_erase_preview
 from store_app.namespaces import namespace_from_path
-from store_app.services import store_item_admin_delete, store_item_put
+from store_app.services import store_item_delete, store_item_put
 
 from ..conftest import api_client_for
 from .helpers import checkpoints, save
@@ -49,7 +49,7 @@ def history(alice, bob, operator, admin_user):
     assert operator_api.get("/api/v1/threads/bob-chat/agent-state").status_code == 200
     assert bob_api.get("/api/v1/threads/alice-notes/messages").status_code == 403  # access.denied
     assert alice_api.post("/api/v1/checkpoints/delete-for-runs", {"run_ids": ["run-alice-1"]}, format="json").json() == {"checkpoints": 1}
-    store_item_admin_delete(actor=admin_user, namespace=namespace_from_path("users.alice-home.diary"), key="gift-ideas")
+    store_item_delete(actor=admin_user, namespace=namespace_from_path("users.alice-home.diary"), key="gift-ideas")
     graph_delete(actor=admin_user, graph_id=old.pk)
     prune = api_client_for(admin_user).post(
         "/api/v1/checkpoints/prune", {"thread_ids": ["alice-secret-trip", "bob-chat"], "strategy": "keep_latest"}, format="json"

@@ -79,3 +79,36 @@ def test_it_finds_store_items_with_invalid_namespaces(alice):
     StoreItem.objects.create(owner=alice, namespace_path="users..x", depth=3, key="k", value={})
     code, output = run_verify()
     assert code == 1 and "store_namespace" in output
+
+
+def _deep(depth: int) -> dict:
+    value: dict = {"leaf": "bottom"}
+    for _ in range(depth - 1):
+        value = {"k": value}
+    return value
+
+
+def test_a_thread_that_cannot_be_processed_is_reported_and_the_others_still_checked(alice):
+    # Checked in id order: the unreadable thread comes first, so the check must go on past it.
+    unreadable = Thread.objects.create(thread_id="u1", owner=alice, agent_code="bot", last_seq=2, active_count=2)
+    Block.objects.create(thread=unreadable, agent_code="bot", seq=1, position=0, role="user", content="x",
+                         message={"role": "user", "content": "x"}, chain_hash="0" * 64)
+    # Nested deeper than any serialiser writes (stored by the model layer, as older data may be).
+    Block.objects.create(thread=unreadable, agent_code="bot", seq=2, position=1, role="user", content="deep",
+                         message={"role": "user", "content": "deep", "v": _deep(600)}, chain_hash="0" * 64)
+    # A big integer and a double that jsonb used to turn into one: clean after a save.
+    good = [{"role": "user", "content": "n", "big": 10**20, "double": 1e20, "zero": -0.0}, {"role": "assistant", "content": "ok"}]
+    thread_save_agent_state(actor=alice, thread_id="g1", agent_code="bot", context=good)
+    thread_save_agent_state(actor=alice, thread_id="c1", agent_code="bot", context=turns(3))
+    corrupt = Block.objects.get(thread__thread_id="c1", position=1)
+    Block.objects.filter(pk=corrupt.pk).update(message={"role": "assistant", "content": "changed behind our back"})
+
+    code, output = run_verify()
+    assert code == 1
+    lines = output.splitlines()
+    unreadable_lines = [line for line in lines if line.startswith("unreadable: thread:u1/bot: a message cannot be hashed")]
+    assert len(unreadable_lines) == 1 and "nested deeper than 254 levels" in unreadable_lines[0]
+    assert "chain_hash: thread:c1/bot#" in output
+    assert "thread:g1" not in output
+    assert "checked 3 threads and 0 store items: 2 problem(s)" in output
+

@@ -20,7 +20,8 @@ from .errors import MemoryAdminInvalid
 THREAD_ID_MAX = 64
 THREAD_ID_RULE = f'1 to {THREAD_ID_MAX} characters of A-Z a-z 0-9 _ . : @ $ -, and not "search"'
 # The server's rule (sessions_app.threads.models.THREAD_ID_RE); \Z, not $, so no trailing newline slips by.
-THREAD_ID_RE = re.compile(r"(?!search\Z)[A-Za-z0-9_.:@$-]{1,64}\Z")
+# "." and ".." are refused too: browsers and HTTP clients resolve them as path steps.
+THREAD_ID_RE = re.compile(r"(?!(?:search|\.|\.\.)\Z)[A-Za-z0-9_.:@$-]{1,64}\Z")
 
 
 def thread_id_checked(value: Any) -> str:

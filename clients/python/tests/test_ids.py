@@ -9,7 +9,7 @@ from memoryadmin_client.errors import MemoryAdminInvalid
 from memoryadmin_client.ids import THREAD_ID_MAX, path_segment, thread_id_checked
 
 
-@pytest.mark.parametrize("value", ["user/42", "a b", "ü", "x\n", "a" * (THREAD_ID_MAX + 1), "search", "", b"raw", None, True])
+@pytest.mark.parametrize("value", ["user/42", "a b", "ü", "x\n", "a" * (THREAD_ID_MAX + 1), "search", ".", "..", "", b"raw", None, True])
 def test_ids_memoryadmin_cannot_keep_are_refused_naming_thread_id(value):
     with pytest.raises(MemoryAdminInvalid) as refused:
         thread_id_checked(value)
@@ -17,7 +17,7 @@ def test_ids_memoryadmin_cannot_keep_are_refused_naming_thread_id(value):
     assert str(refused.value).startswith("refused before any request")
 
 
-@pytest.mark.parametrize("value, text", [("t-1", "t-1"), (".", "."), ("a" * THREAD_ID_MAX, "a" * THREAD_ID_MAX), (42, "42"), ("searching", "searching")])
+@pytest.mark.parametrize("value, text", [("t-1", "t-1"), ("..a", "..a"), ("a" * THREAD_ID_MAX, "a" * THREAD_ID_MAX), (42, "42"), ("searching", "searching")])
 def test_ids_memoryadmin_keeps_are_taken_as_their_text(value, text):
     assert thread_id_checked(value) == text
 
