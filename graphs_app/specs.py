@@ -12,6 +12,8 @@ from typing import Any
 
 import orjson
 
+from memoryadmin.jsoncheck import json_size
+
 from memoryadmin.errors import InvalidInput
 
 from .compiler import CompileResult, SpecError, graph_compile
@@ -89,8 +91,8 @@ def spec_check_storable(spec: Any) -> None:
         elif isinstance(value, list):
             stack.extend(reversed([(inner, f"{where}[{index}]"[:MAX_PATH]) for index, inner in enumerate(value)]))
     try:
-        size = len(orjson.dumps(spec))
-    except TypeError as exc:
+        size = json_size(spec)
+    except (TypeError, ValueError) as exc:
         raise InvalidInput(f"spec cannot be stored as JSON: {exc}", fields={"spec": [str(exc)]}) from None
     if size > MAX_SPEC_BYTES:
         message = f"is {size} bytes of JSON; a stored graph is at most {MAX_SPEC_BYTES}."
