@@ -107,6 +107,8 @@ class StoreItemsView(APIView):
             value=_required(data, "value"),
             ttl=data.get("ttl"),
             index=data.get("index"),
+            vectors=data.get("vectors"),
+            dims=data.get("dims"),
         )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -137,6 +139,8 @@ class StoreSearchView(APIView):
             query=data.get("query"),
             limit=data.get("limit", 10),
             offset=data.get("offset", 0),
+            query_vector=data.get("query_vector"),
+            dims=data.get("dims"),
         )
         refresh = parse_bool(data.get("refresh_ttl"), name="refresh_ttl", default=True)
         items = selectors.store_item_search(actor=request.user, request=search)

@@ -39,7 +39,7 @@ def remember(state: TripState, *, store: BaseStore) -> dict:
 def recall(state: TripState, *, store: BaseStore) -> dict:
     namespace = ("travel_assistant", state["user_id"], "preferences")
     # Exact words: SQLite does not stem (PostgreSQL would also match "walk").
-    found = store.search(namespace, query="walks", limit=5)
+    found = [item for item in store.search(namespace, query="walks", limit=5) if item.score]
     confident = store.search(namespace, filter={"confidence": {"$gte": 0.7}})
     direct = store.get(namespace, "walking")
     return {
@@ -58,7 +58,7 @@ async def aremember(state: TripState, *, store: BaseStore) -> dict:
 
 async def arecall(state: TripState, *, store: BaseStore) -> dict:
     namespace = ("travel_assistant", state["user_id"], "preferences")
-    found = await store.asearch(namespace, query="walks", limit=5)
+    found = [item for item in await store.asearch(namespace, query="walks", limit=5) if item.score]
     direct = await store.aget(namespace, "walking")
     return {"recalled": [item.value["text"] for item in found] + [f"get:{direct.value['text']}"]}
 
