@@ -12,8 +12,10 @@ from rest_framework import serializers
 
 from ..matching import MAX_QUERY_CHARS
 from ..namespaces import MAX_DEPTH, MAX_KEY_BYTES
+from ..batch import KINDS, MAX_BATCH_OPS
 from ..selectors import NAMESPACES_LIMIT_MAX, OFFSET_MAX, SEARCH_LIMIT_MAX
 from ..services import TTL_MAX_MINUTES
+from ..vectors import DIMS_MAX, MAX_INDEX_PATHS, MAX_VECTORS_PER_ITEM
 
 LABEL_PATTERN = r"^[^.\x00]+$"
 NAMESPACE_HELP = 'Labels: non-empty strings without "." or NUL; at most 1 kB joined with ".".'
@@ -44,9 +46,15 @@ class TtlField(serializers.FloatField):
 
 @extend_schema_field(
     {
-        "oneOf": [{"type": "boolean", "enum": [False]}, {"type": "array", "items": {"type": "string"}}],
+        "oneOf": [
+            {"type": "boolean", "enum": [False]},
+            {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": MAX_INDEX_PATHS},
+        ],
         "nullable": True,
-        "description": "Accepted for LangGraph compatibility; no effect (every string value is text-searchable).",
+        "description": (
+            "LangGraph's index: false (not embedded), field paths to embed ('$', 'text', 'tags[*]', '{a,b}'), "
+            "or null for the server's default fields. Used when the server has an embedder and no vectors are sent."
+        ),
     }
 )
 class IndexField(serializers.JSONField):
@@ -71,12 +79,41 @@ class FilterField(serializers.JSONField):
     pass
 
 
+VECTOR_SCHEMA = {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": DIMS_MAX}
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": VECTOR_SCHEMA,
+        "maxProperties": MAX_VECTORS_PER_ITEM,
+        "nullable": True,
+        "description": "The caller's embeddings: field path ('text', 'tags.0') -> a vector of `dims` numbers.",
+    }
+)
+class VectorsField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field({**VECTOR_SCHEMA, "nullable": True, "description": "The caller's embedding of `query`: `dims` numbers."})
+class QueryVectorField(serializers.JSONField):
+    pass
+
+
+def dims_field() -> serializers.IntegerField:
+    return serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=DIMS_MAX, help_text="Length of every vector sent."
+    )
+
+
 class StorePutSerializer(serializers.Serializer):
     namespace = namespace_field(min_length=1, help_text=NAMESPACE_HELP + ' The root label "langgraph" is reserved.')
     key = serializers.CharField(min_length=1, max_length=MAX_KEY_BYTES, trim_whitespace=False)
     value = serializers.DictField(help_text="A JSON object.")
     index = IndexField(required=False, allow_null=True)
     ttl = TtlField(required=False, allow_null=True)
+    vectors = VectorsField(required=False, allow_null=True)
+    dims = dims_field()
 
 
 class StoreDeleteSerializer(serializers.Serializer):
@@ -93,7 +130,11 @@ class StoreItemSerializer(serializers.Serializer):
 
 
 class StoreSearchItemSerializer(StoreItemSerializer):
-    score = serializers.FloatField(allow_null=True, help_text="Text relevance; null without a query.")
+    score = serializers.FloatField(
+        allow_null=True,
+        help_text="Cosine similarity (semantic search; null for an item without a vector), text relevance "
+        "(0 for an item sharing no word with the query), or null without a query.",
+    )
 
 
 class StoreSearchRequestSerializer(serializers.Serializer):
@@ -108,8 +149,10 @@ class StoreSearchRequestSerializer(serializers.Serializer):
         allow_null=True,
         allow_blank=True,
         max_length=MAX_QUERY_CHARS,
-        help_text="Text: items sharing a word with it, best score first.",
+        help_text="By meaning with a query_vector or the server's embedder; else items sharing a word first, then the rest.",
     )
+    query_vector = QueryVectorField(required=False, allow_null=True)
+    dims = dims_field()
     refresh_ttl = serializers.BooleanField(required=False, allow_null=True)
 
 
@@ -144,3 +187,45 @@ NULLABLE_ITEM_SCHEMA = {
     },
     "required": ["namespace", "key", "value", "created_at", "updated_at"],
 }
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "required": ["op"],
+        "properties": {"op": {"type": "string", "enum": list(KINDS)}},
+        "additionalProperties": {},
+        "description": (
+            "One operation: `op` and the fields its single endpoint takes (get: namespace, key, refresh_ttl; "
+            "put: namespace, key, value, index, ttl, vectors, dims; delete: namespace, key; search: the search body; "
+            "list_namespaces: the namespaces body). Namespaces are lists of labels."
+        ),
+    }
+)
+class BatchOpField(serializers.JSONField):
+    pass
+
+
+class StoreBatchRequestSerializer(serializers.Serializer):
+    ops = serializers.ListField(child=BatchOpField(), max_length=MAX_BATCH_OPS)
+    atomic = serializers.BooleanField(
+        required=False,
+        default=True,
+        help_text="true: any refusal refuses the whole batch, nothing written; false: each operation answers on its own.",
+    )
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "description": "{'result': the operation's answer (item or null, list of items, list of namespaces, null)} "
+        "or, when not atomic, {'error': {'status', 'code', 'detail', 'errors'?}}.",
+        "additionalProperties": {},
+    }
+)
+class BatchResultField(serializers.JSONField):
+    pass
+
+
+class StoreBatchResponseSerializer(serializers.Serializer):
+    results = serializers.ListField(child=BatchResultField())
