@@ -33,7 +33,7 @@ from memoryadmin.params import parse_bool
 from . import selectors, services
 from .models import item_target
 from .namespaces import key_validate, namespace_to_path, namespace_validate
-from .puts import PutRequest, put_apply, put_validate, puts_embed
+from .puts import PutRequest, put_validate, puts_apply, puts_embed
 
 MAX_BATCH_OPS = 1000
 KINDS = ("get", "put", "delete", "search", "list_namespaces")
@@ -184,7 +184,11 @@ def _run_reads(actor, reads: list[_Op], outcomes: list[Outcome], *, atomic: bool
 
 
 def _run_writes(actor, writes: list[_Op], outcomes: list[Outcome], *, atomic: bool, request, now) -> None:
-    """One write per (namespace, key): the last of them, in the place of the first."""
+    """One write per (namespace, key), the last of them: every put in one upsert, then the deletes.
+
+    Puts and deletes left after deduplication are of different keys, so their
+    order no longer matters; the deletes go in key order, as the puts do.
+    """
     by_key: dict[tuple[str, str], _Op] = {}
     for op in writes:
         slot = (namespace_to_path(op.namespace), op.key)
@@ -195,17 +199,22 @@ def _run_writes(actor, writes: list[_Op], outcomes: list[Outcome], *, atomic: bo
             first.merged.append(op.index)
             # The first op keeps its place and takes the later one's content.
             first.kind, first.put, first.raw = op.kind, op.put, op.raw
-    for op in by_key.values():
+
+    def refused(op: _Op, exc: DomainError) -> None:
         indexes = op.merged or [op.index]
+        if atomic:
+            raise _at(indexes[-1], exc)
+        for index in indexes:
+            outcomes[index].error = exc
+
+    puts = [op for op in by_key.values() if op.kind == "put"]
+    for op, outcome in zip(puts, puts_apply(actor=actor, puts=[op.put for op in puts], now=now), strict=True):
+        if isinstance(outcome, DomainError):
+            refused(op, outcome)
+    deletes = sorted((op for op in by_key.values() if op.kind == "delete"), key=lambda op: (namespace_to_path(op.namespace), op.key))
+    for op in deletes:
         try:
             with transaction.atomic():
-                if op.kind == "put":
-                    put_apply(actor=actor, put=op.put, now=now)
-                else:
-                    services.store_item_delete(actor=actor, namespace=list(op.namespace), key=op.key, request=request, now=now)
+                services.store_item_delete(actor=actor, namespace=list(op.namespace), key=op.key, request=request, now=now)
         except DomainError as exc:
-            last = indexes[-1]
-            if atomic:
-                raise _at(last, exc) from None
-            for index in indexes:
-                outcomes[index].error = exc
+            refused(op, exc)

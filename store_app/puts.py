@@ -7,10 +7,11 @@ go through here (docs/store.md, rules ST4 and ST10):
    403 for an operator) with nothing written;
 2. `puts_embed`: the server's embedder, once for all the puts of a request that
    bring no vectors of their own, before a transaction holds a lock;
-3. `put_apply`: `INSERT … ON CONFLICT (namespace_path, key) DO UPDATE … WHERE`
-   the writer owns the live row (or it has expired), so concurrent writes of one
-   key never fail: the last one to commit wins. No row back means another
-   user's live item: 403. The item's vectors are then replaced by the put's.
+3. `puts_apply`: one `INSERT … ON CONFLICT (namespace_path, key) DO UPDATE …
+   WHERE` the writer owns the live row (or it has expired) for all the puts of
+   a request, so concurrent writes of one key never fail: the last one to
+   commit wins. A put without its row back met another user's live item: 403.
+   The items' vectors are then replaced by the puts' (one DELETE, one INSERT).
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def puts_embed(puts: list[PutRequest]) -> None:
 
 _UPSERT_SQL = """
 INSERT INTO {table} AS item ({owner}, {path}, {depth}, {key}, {value}, {ttl}, {expires}, {created}, {updated})
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+VALUES {rows}
 ON CONFLICT ({path}, {key}) DO UPDATE SET
     {owner} = excluded.{owner},
     {created} = CASE WHEN {expired} THEN excluded.{created} ELSE item.{created} END,
@@ -112,11 +113,11 @@ ON CONFLICT ({path}, {key}) DO UPDATE SET
     {expires} = excluded.{expires},
     {updated} = excluded.{updated}
 WHERE item.{owner} = excluded.{owner} OR {expired}
-RETURNING {id}, {created}
+RETURNING {id}, {path}, {key}, {created}, {inserted}
 """
 
 
-def _upsert_sql(connection) -> str:
+def _upsert_sql(connection, rows: int) -> str:
     quote = connection.ops.quote_name
     names = {
         "table": quote(StoreItem._meta.db_table),
@@ -133,7 +134,10 @@ def _upsert_sql(connection) -> str:
     }
     # An existing row that has expired is no longer an item: the put starts a new one.
     expired = "(item.{expires} IS NOT NULL AND item.{expires} <= excluded.{updated})".format(**names)
-    return _UPSERT_SQL.format(expired=expired, **names)
+    # PostgreSQL tells a row it inserted (xmax 0), which has no vectors to replace; SQLite cannot.
+    inserted = "(xmax = 0)" if connection.vendor == "postgresql" else "0"
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows)
+    return _UPSERT_SQL.format(expired=expired, inserted=inserted, rows=values, **names)
 
 
 def _prep(name: str, value: Any, connection) -> Any:
@@ -148,50 +152,76 @@ def _as_datetime(value: Any):
 
 
 def put_apply(*, actor, put: PutRequest, now=None) -> StoreItem:
-    """Upsert one checked put and replace its vectors; run it inside a transaction.
+    """One put of `puts_apply`: the item written, or the 403 raised."""
+    [outcome] = puts_apply(actor=actor, puts=[put], now=now)
+    if isinstance(outcome, Forbidden):
+        raise outcome
+    return outcome
+
+
+def puts_apply(*, actor, puts: list[PutRequest], now=None) -> list[StoreItem | Forbidden]:
+    """Upsert checked puts of distinct keys and replace their vectors, in three statements; run inside a transaction.
 
     An existing live item may be overwritten by its owner only (anyone else,
-    admins included: 403) and keeps its created_at; an expired one is replaced
-    by a new item of the writer's.
+    admins included: its place holds a 403, and that row is left as it was) and
+    keeps its created_at; an expired one is replaced by a new item of the
+    writer's. Rows go in (namespace, key) order, so that two batches lock the
+    keys they share in the same order.
     """
+    if not puts:
+        return []
     now = now or timezone.now()
     alias = router.db_for_write(StoreItem)
     connection = connections[alias]
-    path = namespace_to_path(put.namespace)
-    expires_at = now + put.ttl if put.ttl is not None else None
-    params = [
-        actor.pk,
-        path,
-        len(put.namespace),
-        put.key,
-        _prep("value", put.value, connection),
-        _prep("ttl", put.ttl, connection),
-        _prep("expires_at", expires_at, connection),
-        _prep("created_at", now, connection),
-        _prep("updated_at", now, connection),
-    ]
+    order = sorted(range(len(puts)), key=lambda i: (namespace_to_path(puts[i].namespace), puts[i].key))
+    params: list[Any] = []
+    for i in order:
+        put = puts[i]
+        expires_at = now + put.ttl if put.ttl is not None else None
+        params += [
+            actor.pk,
+            namespace_to_path(put.namespace),
+            len(put.namespace),
+            put.key,
+            _prep("value", put.value, connection),
+            _prep("ttl", put.ttl, connection),
+            _prep("expires_at", expires_at, connection),
+            _prep("created_at", now, connection),
+            _prep("updated_at", now, connection),
+        ]
     with connection.cursor() as cursor:
-        cursor.execute(_upsert_sql(connection), params)
-        row = cursor.fetchone()
-    if row is None:
-        raise Forbidden("This store item belongs to another user.", target=put.target, action="store.put")
-    item_id, created_at = row
-    StoreVector.objects.using(alias).filter(item_id=item_id).delete()
-    if put.vectors:
-        rows = []
+        cursor.execute(_upsert_sql(connection, len(puts)), params)
+        written = {(path, key): (item_id, created_at, inserted) for item_id, path, key, created_at, inserted in cursor.fetchall()}
+    outcomes: list[StoreItem | Forbidden] = []
+    replaced, vectors = [], []
+    for put in puts:
+        path = namespace_to_path(put.namespace)
+        row = written.get((path, put.key))
+        if row is None:
+            outcomes.append(Forbidden("This store item belongs to another user.", target=put.target, action="store.put"))
+            continue
+        item_id, created_at, inserted = row
+        if not inserted:
+            replaced.append(item_id)
         for name, vector in put.vectors.items():
             stored = vec.float32(vector)
-            rows.append(StoreVector(item_id=item_id, path=name, dims=put.dims, norm=vec.norm(stored), vector=stored))
-        StoreVector.objects.using(alias).bulk_create(rows)
-    return StoreItem(
-        id=item_id,
-        owner=actor,
-        namespace_path=path,
-        depth=len(put.namespace),
-        key=put.key,
-        value=put.value,
-        ttl=put.ttl,
-        expires_at=expires_at,
-        created_at=_as_datetime(created_at),
-        updated_at=now,
-    )
+            vectors.append(StoreVector(item_id=item_id, path=name, dims=put.dims, norm=vec.norm(stored), vector=stored))
+        outcomes.append(
+            StoreItem(
+                id=item_id,
+                owner=actor,
+                namespace_path=path,
+                depth=len(put.namespace),
+                key=put.key,
+                value=put.value,
+                ttl=put.ttl,
+                expires_at=now + put.ttl if put.ttl is not None else None,
+                created_at=_as_datetime(created_at),
+                updated_at=now,
+            )
+        )
+    if replaced:
+        StoreVector.objects.using(alias).filter(item_id__in=replaced).delete()
+    if vectors:
+        StoreVector.objects.using(alias).bulk_create(vectors)
+    return outcomes
