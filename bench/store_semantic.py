@@ -48,12 +48,12 @@ SELECT %s, %s || '.t' || (i %% 10), 3, 'k' || i, jsonb_build_object('text', 'ite
 FROM generate_series(%s, %s) AS i
 """
 _VECTORS_SQL = """
-INSERT INTO store_app_storevector (item_id, path, dims, norm, vector)
-SELECT item.id, 'text', %s, 0, ARRAY(SELECT (random() - 0.5)::real FROM generate_series(1, %s) AS d WHERE item.id > -d)
+INSERT INTO store_app_storevector (item_id, namespace_path, path, dims, norm, vector)
+SELECT item.id, item.namespace_path, 'text', %s, 0, ARRAY(SELECT (random() - 0.5)::real FROM generate_series(1, %s) AS d WHERE item.id > -d)
 FROM store_app_storeitem AS item
 WHERE item.namespace_path LIKE %s AND NOT EXISTS (SELECT 1 FROM store_app_storevector v WHERE v.item_id = item.id)
 """
-_NORMS_SQL = "UPDATE store_app_storevector SET norm = sqrt((SELECT sum(x * x) FROM unnest(vector) AS x)) WHERE norm = 0"
+_NORMS_SQL = "UPDATE store_app_storevector SET norm = sqrt((SELECT sum(x * x) FROM unnest(vector::real[]) AS x)) WHERE norm = 0"
 
 
 def timed(fn, rounds: int) -> list[float]:

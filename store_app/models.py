@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import array
+import json
 import sys
 
 from django.conf import settings
@@ -111,14 +112,23 @@ def item_target(namespace: Namespace, key: str) -> str:
 
 
 
+def pgvector_installed(connection) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
+        return cursor.fetchone() is not None
+
+
 class VectorField(models.Field):
-    """A list of floats stored as float32: `real[]` on PostgreSQL (pgvector casts it to
-    `vector`), the little-endian bytes on SQLite. Reads give a list of floats."""
+    """A list of floats stored as float32. On PostgreSQL pgvector's `vector` when the
+    extension is in the database as the column is made, else `real[]` (which pgvector
+    casts, and plain SQL reads); on SQLite the little-endian bytes. Reads give a list."""
 
     description = "A vector of float32 numbers"
 
     def db_type(self, connection) -> str:
-        return "real[]" if connection.vendor == "postgresql" else "blob"
+        if connection.vendor == "postgresql":
+            return "vector" if pgvector_installed(connection) else "real[]"
+        return "blob"
 
     def get_db_prep_value(self, value, connection, prepared=False):
         if value is None:
@@ -130,6 +140,8 @@ class VectorField(models.Field):
     def from_db_value(self, value, expression, connection):
         if value is None or isinstance(value, list):
             return value
+        if isinstance(value, str):  # pgvector's text form, "[0.1,0.2]"
+            return [float(x) for x in json.loads(value)]
         return vector_from_bytes(bytes(value))
 
 
@@ -164,6 +176,10 @@ class StoreVector(models.Model):
 
     # The unique (item, path) constraint's index leads with item_id and serves the join.
     item = models.ForeignKey(StoreItem, on_delete=models.CASCADE, related_name="vectors", db_index=False)
+    # The item's namespace (it never changes): a search reads the vectors of its
+    # prefix through their own index (migration 0005, PostgreSQL) instead of
+    # looking each candidate's up.
+    namespace_path = models.CharField(max_length=MAX_PATH_BYTES)
     path = models.CharField(max_length=320)
     dims = models.PositiveSmallIntegerField()
     norm = models.FloatField()

@@ -205,7 +205,11 @@ def puts_apply(*, actor, puts: list[PutRequest], now=None) -> list[StoreItem | F
             replaced.append(item_id)
         for name, vector in put.vectors.items():
             stored = vec.float32(vector)
-            vectors.append(StoreVector(item_id=item_id, path=name, dims=put.dims, norm=vec.norm(stored), vector=stored))
+            vectors.append(
+                StoreVector(
+                    item_id=item_id, namespace_path=path, path=name, dims=put.dims, norm=vec.norm(stored), vector=stored
+                )
+            )
         outcomes.append(
             StoreItem(
                 id=item_id,

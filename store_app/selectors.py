@@ -191,8 +191,11 @@ def store_item_search(
     does not, and the join keeps PostgreSQL from pushing the top-N sort into
     its parallel workers).
     """
+    if request.wants_embedding:
+        request = store_search_embed([request])[0]
     qs = StoreItem.objects.visible_to(actor).live(now).under(request.namespace_prefix)
-    if request.namespace_prefix and (request.has_filter or request.terms or request.query) and _is_postgresql(qs):
+    by_words = bool(request.terms) and request.vector is None
+    if request.namespace_prefix and (request.has_filter or by_words) and _is_postgresql(qs):
         # The subtree first, then the filter or the query over it: a subtree is
         # usually one tenant's data, while the GIN indexes over the whole store
         # can match hundreds of thousands of rows for a common value (the cost
@@ -206,8 +209,6 @@ def store_item_search(
     want = request.limit + extra
     if request.limit == 0 and not extra:
         return []
-    if request.wants_embedding:
-        request = store_search_embed([request])[0]
     if request.vector is not None:
         items = _semantic_page(qs, request, want)
         return [item for item in items if item.score is not None] if matching_only else items
@@ -253,7 +254,9 @@ def _text_page(qs, request: SearchRequest, want: int, *, with_owner: bool) -> li
 
 
 def _semantic_page(qs, request: SearchRequest, want: int) -> list[StoreItem]:
-    ranked = semantic.ranked_ids(qs=qs, vector=list(request.vector), dims=request.dims, limit=want, offset=request.offset)
+    ranked = semantic.ranked_ids(
+        qs=qs, prefix=request.namespace_prefix, vector=list(request.vector), dims=request.dims, limit=want, offset=request.offset
+    )
     found = qs.in_bulk([item_id for item_id, _ in ranked])
     items = []
     for item_id, score in ranked:

@@ -1,13 +1,18 @@
 """Vectors of indexed store items (docs/store.md, "Semantic search").
 
-On PostgreSQL, pgvector's extension is created when the server offers it and the
-migrating role may create it; without it the store ranks with plain SQL. Either
-way the vectors are `real[]`, which pgvector casts to its `vector` type.
+On PostgreSQL, pgvector's extension is created first when the server offers it
+and the migrating role may create it: the vector column is then pgvector's
+`vector`, else `real[]`, which the store ranks with plain SQL (docs/store.md,
+"Semantic search", says how to convert it if pgvector comes later). The
+PostgreSQL-only index on namespace_path (varchar_pattern_ops) lets a search
+read the vectors of its prefix with `LIKE 'a.b.%'` under any collation.
 """
 
 import django.db.models.deletion
 import store_app.models
 from django.db import DatabaseError, migrations, models, transaction
+
+PATH_INDEX = "store_vector_path_like_idx"
 
 
 def create_vector_extension(apps, schema_editor):
@@ -26,6 +31,18 @@ def create_vector_extension(apps, schema_editor):
             pass
 
 
+def create_path_index(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(
+            f"CREATE INDEX IF NOT EXISTS {PATH_INDEX} ON store_app_storevector (namespace_path varchar_pattern_ops, dims)"
+        )
+
+
+def drop_path_index(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(f"DROP INDEX IF EXISTS {PATH_INDEX}")
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -33,10 +50,14 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        # First, so that the vector column is pgvector's type when the extension is there.
+        # The extension stays on the way back: other tables may use it.
+        migrations.RunPython(create_vector_extension, migrations.RunPython.noop),
         migrations.CreateModel(
             name='StoreVector',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('namespace_path', models.CharField(max_length=1024)),
                 ('path', models.CharField(max_length=320)),
                 ('dims', models.PositiveSmallIntegerField()),
                 ('norm', models.FloatField()),
@@ -47,6 +68,5 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('item', 'path'), name='store_vector_item_path_uniq')],
             },
         ),
-        # The extension stays on the way back: other tables may use it.
-        migrations.RunPython(create_vector_extension, migrations.RunPython.noop),
+        migrations.RunPython(create_path_index, drop_path_index),
     ]
