@@ -111,7 +111,8 @@ def _item_panel(request: HttpRequest, namespace: Namespace) -> dict:
             limit=PAGE_SIZE, offset=offset,
         )
         rows = selectors.store_item_search(actor=request.user, request=search, extra=1, with_owner=True)
-        scored = bool(search.terms)
+        # By words or, with the server's embedder, by meaning: either way the items carry scores.
+        scored = any(item.score is not None for item in rows)
     else:
         rows = selectors.store_item_list(actor=request.user, namespace=namespace, limit=PAGE_SIZE, offset=offset)
     items = rows[:PAGE_SIZE]

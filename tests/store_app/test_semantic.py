@@ -123,7 +123,7 @@ def _reference_ranking(query, candidates):
     return best
 
 
-def _seed(alice, count=60, dims=8):
+def _fill(alice, count=60, dims=8):
     import random
 
     rng = random.Random(7)
@@ -149,7 +149,7 @@ def _search(actor, vector, *, prefix=("sem",), limit=100, offset=0, filter=None)
 @pytest.mark.django_db
 @pytest.mark.parametrize("pgvector", ["auto", "off"])
 def test_ranking_is_the_best_cosine_per_item_then_the_unscored(alice, bob, pgvector):
-    written = _seed(alice)
+    written = _fill(alice)
     services.store_item_put(actor=bob, namespace=["sem", "g0"], key="bobs", value={}, vectors={"f": [1.0] * 8}, dims=8)
     query = [0.3, -0.2, 0.9, 0.1, 0.0, -0.5, 0.4, 0.2]
     best = _reference_ranking(query, written)
@@ -187,7 +187,7 @@ def test_a_search_ranks_at_most_the_newest_candidates(alice):
 
 @pytest.mark.django_db
 def test_filters_and_prefixes_bound_the_candidates(alice):
-    _seed(alice, count=20)
+    _fill(alice, count=20)
     found = _search(alice, [1.0] * 8, prefix=("sem", "g1"), filter={"n": {"$gte": 10}})
     assert sorted(item.value["n"] for item in found) == [11, 13, 15, 17, 19]
 
