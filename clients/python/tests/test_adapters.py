@@ -72,7 +72,8 @@ def test_the_store_retries_a_503_and_reads_the_item():
     assert answers.requests[0].url.path == "/api/v1/store/batch"
     assert json.loads(answers.requests[0].content) == {
         "ops": [{"op": "get", "namespace": ["users", "alice"], "key": "tea", "refresh_ttl": True}],
-        "atomic": True,
+        # One operation goes not atomic: a refusal then names its own fields.
+        "atomic": False,
     }
 
 
@@ -150,3 +151,36 @@ def test_the_saver_refuses_writes_without_a_checkpoint_before_sending():
     with pytest.raises(ValueError):
         saver_with(answers).put_writes({"configurable": {"thread_id": "t-1"}}, [("messages", "hi")], "task-1")
     assert answers.requests == []
+
+
+def test_concurrent_async_calls_share_requests_and_keep_their_own_answers():
+    """The queue: 250 calls in three requests of at most 100; a refused call raises alone."""
+    seen: list[int] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        assert body["atomic"] is False
+        seen.append(len(body["ops"]))
+        results = []
+        for op in body["ops"]:
+            if op["key"] == "bob":
+                results.append({"error": {"status": 403, "code": "forbidden", "detail": "Not yours."}})
+            else:
+                results.append({"result": {**ITEM, "key": op["key"]}})
+        return httpx.Response(200, json={"results": results})
+
+    transport = httpx.MockTransport(answer)
+    store = MemoryAdminStore("http://memoryadmin.test", "ma_key", transport=transport, async_transport=transport)
+
+    async def run():
+        try:
+            return await asyncio.gather(
+                *(store.aget(("users", "alice"), "bob" if i == 7 else f"k{i}") for i in range(250)), return_exceptions=True
+            )
+        finally:
+            await store.aclose()
+
+    answers = asyncio.run(run())
+    assert sorted(seen) == [50, 100, 100]
+    assert isinstance(answers[7], StoreForbiddenError)
+    assert [a.key for i, a in enumerate(answers) if i != 7] == [f"k{i}" for i in range(250) if i != 7]
