@@ -207,7 +207,7 @@ def puts_apply(*, actor, puts: list[PutRequest], now=None) -> list[StoreItem | F
             stored = vec.float32(vector)
             vectors.append(
                 StoreVector(
-                    item_id=item_id, namespace_path=path, path=name, dims=put.dims, norm=vec.norm(stored), vector=stored
+                    item_id=item_id, namespace_path=path, path=name, dims=len(stored), norm=vec.norm(stored), vector=stored
                 )
             )
         outcomes.append(

@@ -144,8 +144,9 @@ def store_search_validate(
     terms = query_terms(query)
     vector = None
     if query_vector is not None:
-        dims = dims_validate(dims)
+        dims = dims_validate(dims) if dims is not None else None
         vector = tuple(vector_validate(query_vector, dims=dims, field="query_vector"))
+        dims = len(vector)
     return SearchRequest(
         namespace_prefix=prefix,
         filter_spec=conditions_spec(conditions),

@@ -24,9 +24,12 @@ from memoryadmin.errors import InvalidInput
 DIMS_MAX = 4096
 MAX_INDEX_PATHS = 32
 MAX_PATH_CHARS = 256
+# A vector's name: its path, and ".<n>" when the path found several texts (StoreVector.path).
+MAX_VECTOR_NAME_CHARS = 320
 # One item's texts, all paths together: a `[*]` over a long list is refused, not embedded a thousand times.
 MAX_VECTORS_PER_ITEM = 64
 DEFAULT_FIELDS = ("$",)
+FLOAT32_MAX = 3.0e38
 
 
 def _refuse(field: str, message: str) -> InvalidInput:
@@ -57,31 +60,35 @@ def dims_validate(dims: Any, *, field: str = "dims") -> int:
     return dims
 
 
-def vector_validate(vector: Any, *, dims: int, field: str, name: str = "the vector") -> list[float]:
-    """A list of exactly `dims` finite numbers; a length other than `dims` names the field."""
+def vector_validate(vector: Any, *, dims: int | None, field: str, name: str = "the vector") -> list[float]:
+    """A list of finite numbers: exactly `dims` of them when the caller said how many (a
+    length other than `dims` names the field), else 1 to DIMS_MAX, its length being its dims."""
     if not isinstance(vector, list):
         raise _refuse(field, f"{name} must be a list of numbers.")
-    if len(vector) != dims:
+    if dims is not None and len(vector) != dims:
         raise _refuse(field, f"{name} has {len(vector)} numbers; dims is {dims}.")
+    if not 1 <= len(vector) <= DIMS_MAX:
+        raise _refuse(field, f"{name} must have 1 to {DIMS_MAX} numbers.")
     if not all(_is_number(x) and math.isfinite(x) for x in vector):
         raise _refuse(field, f"{name} must hold finite numbers only.")
     # float32 overflows past 3.4e38: such a number would be stored as infinity.
-    if any(abs(x) > 3.0e38 for x in vector):
+    if any(abs(x) > FLOAT32_MAX for x in vector):
         raise _refuse(field, f"{name} holds a number too large for float32.")
     return [float(x) for x in vector]
 
 
 def vectors_validate(vectors: Any, *, dims: Any, field: str = "vectors") -> dict[str, list[float]]:
-    """A put's vectors: an object of field path -> vector, each of `dims` numbers."""
+    """A put's vectors: an object of field path -> vector; each of `dims` numbers when `dims` is given."""
     if not isinstance(vectors, dict):
         raise _refuse(field, "must be an object of field path to vector.")
-    dims = dims_validate(dims)
+    if dims is not None:
+        dims = dims_validate(dims)
     if len(vectors) > MAX_VECTORS_PER_ITEM:
         raise _refuse(field, f"has {len(vectors)} vectors; at most {MAX_VECTORS_PER_ITEM} per item.")
     checked = {}
     for path, vector in vectors.items():
-        if not isinstance(path, str) or not path or len(path) > MAX_PATH_CHARS + 8:
-            raise _refuse(field, f"a path is 1 to {MAX_PATH_CHARS} characters.")
+        if len(path) > MAX_VECTOR_NAME_CHARS:
+            raise _refuse(field, f"a path is at most {MAX_VECTOR_NAME_CHARS} characters.")
         checked[path] = vector_validate(vector, dims=dims, field=field, name=f"{path!r}")
     return checked
 

@@ -7,7 +7,7 @@ what the server accepts.
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
 from ..matching import MAX_QUERY_CHARS
@@ -15,7 +15,7 @@ from ..namespaces import MAX_DEPTH, MAX_KEY_BYTES
 from ..batch import KINDS, MAX_BATCH_OPS
 from ..selectors import NAMESPACES_LIMIT_MAX, OFFSET_MAX, SEARCH_LIMIT_MAX
 from ..services import TTL_MAX_MINUTES
-from ..vectors import DIMS_MAX, MAX_INDEX_PATHS, MAX_VECTORS_PER_ITEM
+from ..vectors import DIMS_MAX, FLOAT32_MAX, MAX_INDEX_PATHS, MAX_VECTORS_PER_ITEM
 
 LABEL_PATTERN = r"^[^.\x00]+$"
 NAMESPACE_HELP = 'Labels: non-empty strings without "." or NUL; at most 1 kB joined with ".".'
@@ -79,7 +79,16 @@ class FilterField(serializers.JSONField):
     pass
 
 
-VECTOR_SCHEMA = {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": DIMS_MAX}
+VECTOR_SCHEMA = {
+    "type": "array",
+    "items": {"type": "number", "minimum": -FLOAT32_MAX, "maximum": FLOAT32_MAX},
+    "minItems": 1,
+    "maxItems": DIMS_MAX,
+}
+# `dims` (1 to 4096) may go beside `vectors` or `query_vector`: every vector must then have
+# that many numbers, else 400 naming the field. OpenAPI cannot tie a length to another
+# field, so it is described here rather than declared; without it a vector's length is its dims.
+DIMS_HELP = " Send `dims` (1 to 4096) beside it to have every length checked against it."
 
 
 @extend_schema_field(
@@ -88,22 +97,16 @@ VECTOR_SCHEMA = {"type": "array", "items": {"type": "number"}, "minItems": 1, "m
         "additionalProperties": VECTOR_SCHEMA,
         "maxProperties": MAX_VECTORS_PER_ITEM,
         "nullable": True,
-        "description": "The caller's embeddings: field path ('text', 'tags.0') -> a vector of `dims` numbers.",
+        "description": "The caller's embeddings: field path ('text', 'tags[*].0') -> a vector." + DIMS_HELP,
     }
 )
 class VectorsField(serializers.JSONField):
     pass
 
 
-@extend_schema_field({**VECTOR_SCHEMA, "nullable": True, "description": "The caller's embedding of `query`: `dims` numbers."})
+@extend_schema_field({**VECTOR_SCHEMA, "nullable": True, "description": "The caller's embedding of `query`." + DIMS_HELP})
 class QueryVectorField(serializers.JSONField):
     pass
-
-
-def dims_field() -> serializers.IntegerField:
-    return serializers.IntegerField(
-        required=False, allow_null=True, min_value=1, max_value=DIMS_MAX, help_text="Length of every vector sent."
-    )
 
 
 class StorePutSerializer(serializers.Serializer):
@@ -113,7 +116,6 @@ class StorePutSerializer(serializers.Serializer):
     index = IndexField(required=False, allow_null=True)
     ttl = TtlField(required=False, allow_null=True)
     vectors = VectorsField(required=False, allow_null=True)
-    dims = dims_field()
 
 
 class StoreDeleteSerializer(serializers.Serializer):
@@ -152,7 +154,6 @@ class StoreSearchRequestSerializer(serializers.Serializer):
         help_text="By meaning with a query_vector or the server's embedder; else items sharing a word first, then the rest.",
     )
     query_vector = QueryVectorField(required=False, allow_null=True)
-    dims = dims_field()
     refresh_ttl = serializers.BooleanField(required=False, allow_null=True)
 
 
@@ -189,29 +190,55 @@ NULLABLE_ITEM_SCHEMA = {
 }
 
 
+def _op_field(kind: str) -> serializers.ChoiceField:
+    return serializers.ChoiceField(choices=[kind], help_text="The operation.")
+
+
+class BatchGetSerializer(serializers.Serializer):
+    op = _op_field("get")
+    namespace = namespace_field(help_text=NAMESPACE_HELP)
+    key = serializers.CharField(min_length=1, max_length=MAX_KEY_BYTES, trim_whitespace=False)
+    refresh_ttl = serializers.BooleanField(required=False, allow_null=True)
+
+
+class BatchPutSerializer(StorePutSerializer):
+    op = _op_field("put")
+
+
+class BatchDeleteSerializer(StoreDeleteSerializer):
+    op = _op_field("delete")
+
+
+class BatchSearchSerializer(StoreSearchRequestSerializer):
+    op = _op_field("search")
+
+
+class BatchListNamespacesSerializer(StoreNamespacesRequestSerializer):
+    op = _op_field("list_namespaces")
+
+
+BATCH_OPS = [BatchGetSerializer, BatchPutSerializer, BatchDeleteSerializer, BatchSearchSerializer, BatchListNamespacesSerializer]
+
+
 @extend_schema_field(
-    {
-        "type": "object",
-        "required": ["op"],
-        "properties": {"op": {"type": "string", "enum": list(KINDS)}},
-        "additionalProperties": {},
-        "description": (
-            "One operation: `op` and the fields its single endpoint takes (get: namespace, key, refresh_ttl; "
-            "put: namespace, key, value, index, ttl, vectors, dims; delete: namespace, key; search: the search body; "
-            "list_namespaces: the namespaces body). Namespaces are lists of labels."
-        ),
-    }
+    PolymorphicProxySerializer(
+        component_name="StoreBatchOperation",
+        serializers=BATCH_OPS,
+        resource_type_field_name="op",
+    )
 )
 class BatchOpField(serializers.JSONField):
-    pass
+    """One operation: `op` and the fields its single endpoint takes (namespaces as lists)."""
 
 
 class StoreBatchRequestSerializer(serializers.Serializer):
     ops = serializers.ListField(child=BatchOpField(), max_length=MAX_BATCH_OPS)
     atomic = serializers.BooleanField(
         required=False,
+        allow_null=True,
         default=True,
-        help_text="true: any refusal refuses the whole batch, nothing written; false: each operation answers on its own.",
+        help_text="true (or null): any refusal refuses the whole batch, nothing written; false: each operation "
+        "answers on its own.",
     )
 
 

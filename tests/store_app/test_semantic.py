@@ -77,7 +77,8 @@ def _put_vectors(api, key, vectors_, dims, namespace=("v",)):
         ({"text": [1.0, "x", 3.0]}, 3, "vectors"),
         ({"text": [1.0, 2.0, 3.0]}, 0, "dims"),
         ({"text": [1.0, 2.0, 3.0]}, vectors.DIMS_MAX + 1, "dims"),
-        ({"text": [1.0, 2.0, 3.0]}, None, "dims"),
+        ({"text": []}, None, "vectors"),
+        ({"text": [1.0] * (vectors.DIMS_MAX + 1)}, None, "vectors"),
         ({"text": [1e39, 0.0, 0.0]}, 3, "vectors"),
         ([1.0, 2.0, 3.0], 3, "vectors"),
         ({f"p{i}": [1.0] for i in range(vectors.MAX_VECTORS_PER_ITEM + 1)}, 1, "vectors"),
@@ -95,7 +96,7 @@ def test_bad_vectors_are_a_400_naming_the_field_and_write_nothing(alice_api, vec
     "body, field",
     [
         ({"query": "x", "query_vector": [1.0, 2.0], "dims": 3}, "query_vector"),
-        ({"query": "x", "query_vector": [1.0, 2.0]}, "dims"),
+        ({"query": "x", "query_vector": []}, "query_vector"),
         ({"query": "x", "query_vector": "1,2", "dims": 2}, "query_vector"),
     ],
 )
