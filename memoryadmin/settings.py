@@ -336,6 +336,33 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYADMIN_MAX_BODY_BYTES
 # Longest context accepted in one agent-state save.
 MEMORYADMIN_MAX_CONTEXT_MESSAGES = env_int("MEMORYADMIN_MAX_CONTEXT_MESSAGES", 100_000, minimum=1)
 
+# The long-term store's semantic search (docs/store.md, "Semantic search"). An embedder the
+# server runs itself, by dotted path (a function: list of texts -> one list of floats each;
+# store_app.embedders.minilm or .hashing), and the length of its vectors. Empty: the server
+# embeds nothing, and only clients that bring their own vectors rank by meaning.
+MEMORYADMIN_STORE_EMBEDDER = env_str("MEMORYADMIN_STORE_EMBEDDER", "")
+if MEMORYADMIN_STORE_EMBEDDER and not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+", MEMORYADMIN_STORE_EMBEDDER):
+    raise ImproperlyConfigured(
+        f"MEMORYADMIN_STORE_EMBEDDER must be a dotted path such as store_app.embedders.minilm, not {MEMORYADMIN_STORE_EMBEDDER!r}"
+    )
+MEMORYADMIN_STORE_EMBED_DIMS = env_int("MEMORYADMIN_STORE_EMBED_DIMS", 384, minimum=1, maximum=4096)
+# The value fields the server embeds when a put names none (LangGraph's index "fields"),
+# comma-separated; a comma inside braces ("{title,body}") belongs to the path.
+MEMORYADMIN_STORE_EMBED_FIELDS = [
+    path.strip() for path in re.split(r",(?![^{]*\})", env_str("MEMORYADMIN_STORE_EMBED_FIELDS", "$")) if path.strip()
+]
+if not MEMORYADMIN_STORE_EMBED_FIELDS:
+    raise ImproperlyConfigured("MEMORYADMIN_STORE_EMBED_FIELDS must name at least one field path, such as $ or text")
+# A semantic search ranks at most this many items: the most recently updated ones under its
+# prefix and filter (the rest are not looked at; a narrower prefix or filter reaches them).
+MEMORYADMIN_STORE_VECTOR_CANDIDATES = env_int("MEMORYADMIN_STORE_VECTOR_CANDIDATES", 20_000, minimum=1, maximum=1_000_000)
+# PostgreSQL ranks with pgvector's operators when the extension is in the database
+# ("auto", looked up once per process); "off" ranks with plain SQL even then.
+MEMORYADMIN_STORE_PGVECTOR = env_choice("MEMORYADMIN_STORE_PGVECTOR", "auto", ("auto", "off"))
+# The embedders read models from local files only: the Hugging Face libraries never reach a hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
 # Turns (docs/turns.md): finished turns kept per thread, and the longest answer kept.
 MEMORYADMIN_TURN_WINDOW = env_int("MEMORYADMIN_TURN_WINDOW", 10, minimum=1)
 MEMORYADMIN_TURN_MAX_ANSWER_CHARS = env_int("MEMORYADMIN_TURN_MAX_ANSWER_CHARS", 4000, minimum=1)

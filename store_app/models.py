@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import array
+import json
+import sys
+
 from django.conf import settings
 from django.db import connections, models
 from django.db.models import Q
@@ -103,3 +107,83 @@ class StoreItem(models.Model):
 def item_target(namespace: Namespace, key: str) -> str:
     return f"store:{namespace_to_path(namespace)}/{key}"
 
+
+
+def pgvector_installed(connection) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
+        return cursor.fetchone() is not None
+
+
+class VectorField(models.Field):
+    """A list of floats stored as float32. On PostgreSQL pgvector's `vector` when the
+    extension is in the database as the column is made, else `real[]` (which pgvector
+    casts, and plain SQL reads); on SQLite the little-endian bytes. Reads give a list."""
+
+    description = "A vector of float32 numbers"
+
+    def db_type(self, connection) -> str:
+        if connection.vendor == "postgresql":
+            return "vector" if pgvector_installed(connection) else "real[]"
+        return "blob"
+
+    def get_db_prep_value(self, value, connection, prepared=False):
+        if value is None:
+            return None
+        if connection.vendor == "postgresql":
+            return [float(number) for number in value]
+        return vector_bytes(value)
+
+    def from_db_value(self, value, expression, connection):
+        if value is None or isinstance(value, list):
+            return value
+        if isinstance(value, str):  # pgvector's text form, "[0.1,0.2]"
+            return [float(x) for x in json.loads(value)]
+        return vector_from_bytes(bytes(value))
+
+
+def vector_bytes(vector) -> bytes:
+    """float32, little-endian whatever the machine, so a copied database file reads the same."""
+    packed = array.array("f", vector)
+    if sys.byteorder != "little":
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def vector_array(data: bytes) -> array.array:
+    packed = array.array("f")
+    packed.frombytes(data)
+    if sys.byteorder != "little":
+        packed.byteswap()
+    return packed
+
+
+def vector_from_bytes(data: bytes) -> list[float]:
+    return vector_array(data).tolist()
+
+
+class StoreVector(models.Model):
+    """The embedding of one indexed field of an item, as LangGraph keeps one per field path.
+
+    `path` names the field ("$" for the whole value, "text", "tags.0" for the first
+    of several texts at "tags[*]"); `norm` is the vector's length, kept so that a
+    search divides instead of recomputing it for every candidate. Vectors of
+    different `dims` come from different embedders and are never compared.
+    """
+
+    # The unique (item, path) constraint's index leads with item_id and serves the join.
+    item = models.ForeignKey(StoreItem, on_delete=models.CASCADE, related_name="vectors", db_index=False)
+    # The item's namespace (it never changes): a search reads the vectors of its
+    # prefix through their own index (migration 0005, PostgreSQL) instead of
+    # looking each candidate's up.
+    namespace_path = models.CharField(max_length=MAX_PATH_BYTES)
+    path = models.CharField(max_length=320)
+    dims = models.PositiveSmallIntegerField()
+    norm = models.FloatField()
+    vector = VectorField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["item", "path"], name="store_vector_item_path_uniq")]
+
+    def __str__(self) -> str:
+        return f"{self.item_id}:{self.path} ({self.dims})"

@@ -9,12 +9,13 @@ everyone. Every function here is a bounded number of queries whatever the store 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
-from django.db.models import Count, Max, Q
+from django.conf import settings
+from django.db.models import Count, FloatField, Max, Q, Value, prefetch_related_objects
 from django.utils import timezone
 
 from memoryadmin import policy
@@ -30,6 +31,7 @@ from .expressions import (
     ValueFilter,
     conditions_spec,
 )
+from . import embedders, semantic
 from .matching import filter_validate, query_terms
 from .models import StoreItem
 from .namespaces import (
@@ -42,6 +44,7 @@ from .namespaces import (
     namespace_validate,
     pattern_regex,
 )
+from .vectors import dims_validate, vector_validate
 
 SEARCH_LIMIT_MAX = 1000
 NAMESPACES_LIMIT_MAX = 1000
@@ -80,6 +83,31 @@ def store_item_get_for_read(*, actor, namespace: Any, key: Any, now=None) -> Sto
     return _readable(item, actor, "store.read")
 
 
+# SQLite nests an OR chain one level per term and stops at a depth of 1000: gets go 200 at a time.
+GET_MANY_CHUNK = 200
+
+
+def store_items_get_many(*, keys: list[tuple[Namespace, str]], now=None) -> dict[tuple[Namespace, str], StoreItem]:
+    """The live items at many (namespace, key) pairs, checked already, in one query per 200 pairs.
+
+    Who may read each one is the caller's to decide, per item, with `store_item_readable`.
+    """
+    wanted = list(dict.fromkeys((namespace, key) for namespace, key in keys if namespace))
+    found: dict[tuple[Namespace, str], StoreItem] = {}
+    for start in range(0, len(wanted), GET_MANY_CHUNK):
+        condition = Q()
+        for namespace, key in wanted[start : start + GET_MANY_CHUNK]:
+            condition |= Q(namespace_path=namespace_to_path(namespace), key=key)
+        for item in StoreItem.objects.live(now).select_related("owner").filter(condition):
+            found[(item.namespace, item.key)] = item
+    return found
+
+
+def store_item_readable(*, actor, item: StoreItem) -> StoreItem:
+    """The item, if the actor may read it (own item, or operator or admin); else 403."""
+    return _readable(item, actor, "store.read")
+
+
 @dataclass(frozen=True)
 class SearchRequest:
     namespace_prefix: Namespace
@@ -88,6 +116,15 @@ class SearchRequest:
     terms: tuple[str, ...]
     limit: int
     offset: int
+    # The query as given, and a vector to rank by (the caller's, or the server embedder's).
+    query: str | None = None
+    vector: tuple[float, ...] | None = None
+    dims: int | None = None
+
+    @property
+    def wants_embedding(self) -> bool:
+        """A text query the server's embedder should turn into the vector to rank by."""
+        return self.vector is None and bool(self.query) and embedders.configured() is not None
 
     def audit_filters(self) -> dict[str, Any]:
         """The search as the audit log names it."""
@@ -101,34 +138,87 @@ class SearchRequest:
 
 
 def store_search_validate(
-    *, namespace_prefix: Any = (), filter: Any = None, query: Any = None, limit: Any = 10, offset: Any = 0
+    *,
+    namespace_prefix: Any = (),
+    filter: Any = None,
+    query: Any = None,
+    limit: Any = 10,
+    offset: Any = 0,
+    query_vector: Any = None,
+    dims: Any = None,
 ) -> SearchRequest:
-    """Check a search's parameters; 400 naming the first bad one, before any query runs."""
+    """Check a search's parameters; 400 naming the first bad one, before any query runs.
+
+    `query_vector` (with its `dims`) is the caller's embedding of `query`: the
+    search then ranks by meaning (rule ST10).
+    """
     prefix = namespace_validate(namespace_prefix if namespace_prefix is not None else [], field="namespace_prefix")
     conditions = filter_validate(filter)
+    terms = query_terms(query)
+    vector = None
+    if query_vector is not None:
+        dims = dims_validate(dims) if dims is not None else None
+        vector = tuple(vector_validate(query_vector, dims=dims, field="query_vector"))
+        dims = len(vector)
     return SearchRequest(
         namespace_prefix=prefix,
         filter_spec=conditions_spec(conditions),
         has_filter=bool(conditions),
-        terms=query_terms(query),
+        terms=terms,
         limit=parse_int(limit, name="limit", default=10, minimum=0, maximum=SEARCH_LIMIT_MAX),
         offset=parse_int(offset, name="offset", default=0, minimum=0, maximum=OFFSET_MAX),
+        query=query or None,
+        vector=vector,
+        dims=dims if vector is not None else None,
     )
 
 
-def store_item_search(
-    *, actor, request: SearchRequest, now=None, extra: int = 0, with_owner: bool = False
-) -> list[StoreItem]:
-    """Live items under the namespace prefix that the actor may see, one query.
+def store_search_embed(requests: list[SearchRequest]) -> list[SearchRequest]:
+    """The requests with the server embedder's vectors of their text queries, in one call (distinct texts once)."""
+    texts = list(dict.fromkeys(request.query for request in requests if request.wants_embedding))
+    if not texts:
+        return requests
+    by_text = dict(zip(texts, embedders.embed(texts), strict=True))
+    dims = settings.MEMORYADMIN_STORE_EMBED_DIMS
+    return [
+        replace(request, vector=tuple(by_text[request.query]), dims=dims) if request.wants_embedding else request
+        for request in requests
+    ]
 
-    Without a query: newest first (updated_at), `score` None. With a query: the
-    items sharing a word with it, best `score` first, newest first among equals.
-    `extra` fetches that many rows past the limit (a page can tell a next page exists);
-    `with_owner` joins the owner (pages show it; the API does not, and the join
-    keeps PostgreSQL from pushing the top-N sort into its parallel workers).
+
+def store_item_search(
+    *, actor, request: SearchRequest, now=None, extra: int = 0, with_owner: bool = False, matching_only: bool = False
+) -> list[StoreItem]:
+    """`_search_rows`, and the read of other users' items as one audit event (memoryadmin.policy)."""
+    items = _search_rows(actor=actor, request=request, now=now, extra=extra, with_owner=with_owner, matching_only=matching_only)
+    policy.record_bulk_read(actor, action="store.search", kind="store", rows=items[: request.limit], filters=request.audit_filters())
+    return items
+
+
+def _search_rows(
+    *, actor, request: SearchRequest, now=None, extra: int = 0, with_owner: bool = False, matching_only: bool = False
+) -> list[StoreItem]:
+    """Live items under the namespace prefix that the actor may see (rules ST6 and ST10).
+
+    Without a query: newest first (updated_at), `score` None, one query. With
+    a query vector (the caller's, or the server embedder's of a text query):
+    ranked by meaning (`store_app.semantic`), two queries. With a text query
+    otherwise: the items sharing a word with it first, best `score` first,
+    newest first among equals; then, as LangGraph's stores list every item
+    whatever the query, the others newest first with score 0 (one query).
+    `matching_only` leaves out what the query does not reach: items
+    sharing no word with a text query, items without a vector in a semantic
+    search (a context built from memories wants relevance, not a listing).
+    `extra` fetches that many rows past the limit (a page can tell a next page
+    exists); `with_owner` joins the owner (pages show it; the API
+    does not, and the join keeps PostgreSQL from pushing the top-N sort into
+    its parallel workers).
     """
+    if request.wants_embedding:
+        request = store_search_embed([request])[0]
     qs = StoreItem.objects.visible_to(actor).live(now).under(request.namespace_prefix)
-    if request.namespace_prefix and (request.has_filter or request.terms) and _is_postgresql(qs):
+    by_words = bool(request.terms) and request.vector is None
+    if request.namespace_prefix and (request.has_filter or by_words) and _is_postgresql(qs):
         # The subtree first, then the filter or the query over it: a subtree is
         # usually one tenant's data, while the GIN indexes over the whole store
         # can match hundreds of thousands of rows for a common value (the cost
@@ -139,21 +229,64 @@ def store_item_search(
         qs = qs.select_related("owner")
     if request.has_filter:
         qs = qs.filter(ValueFilter(request.filter_spec))
-    if request.terms:
-        qs = (
-            qs.annotate(score=TextScore(request.terms))
-            .filter(TextMatch(request.terms))
-            .order_by("-score", "-updated_at", "-id")
-        )
-    else:
-        qs = qs.order_by("-updated_at", "-id")
+    want = request.limit + extra
     if request.limit == 0 and not extra:
         return []
-    items = list(qs[request.offset : request.offset + request.limit + extra])
+    if request.vector is not None:
+        items = _semantic_page(qs, request, want)
+        return [item for item in items if item.score is not None] if matching_only else items
     if not request.terms:
+        items = list(qs.order_by("-updated_at", "-id")[request.offset : request.offset + want])
         for item in items:
             item.score = None
-    policy.record_bulk_read(actor, action="store.search", kind="store", rows=items[: request.limit], filters=request.audit_filters())
+        return items
+    if matching_only:
+        qs = qs.filter(TextMatch(request.terms)).annotate(score=TextScore(request.terms))
+        return list(qs.order_by("-score", "-updated_at", "-id")[request.offset : request.offset + want])
+    return _text_page(qs, request, want, with_owner=with_owner)
+
+
+def _text_page(qs, request: SearchRequest, want: int, *, with_owner: bool) -> list[StoreItem]:
+    """Items sharing a word with the query by score, then every other item newest first, score 0; one query.
+
+    SQLite's score is 0 exactly for an item without the query's words, so one
+    ordering by score does both. PostgreSQL answers the two parts apart, each
+    on its own index (the GIN one for the words, updated_at for the rest),
+    joined by UNION ALL; the owners of a page are then read in one more query.
+    """
+    if not _is_postgresql(qs):
+        ranked = qs.annotate(score=TextScore(request.terms)).order_by("-score", "-updated_at", "-id")
+        return list(ranked[request.offset : request.offset + want])
+    match = TextMatch(request.terms)
+    upto = request.offset + want
+    base = qs.select_related(None)
+    matching = (
+        base.filter(match)
+        .annotate(score=TextScore(request.terms), part=Value(0))
+        .order_by("-score", "-updated_at", "-id")[:upto]
+    )
+    others = (
+        base.exclude(match)
+        .annotate(score=Value(0.0, output_field=FloatField()), part=Value(1))
+        .order_by("-updated_at", "-id")[:upto]
+    )
+    items = list(matching.union(others, all=True).order_by("part", "-score", "-updated_at", "-id")[request.offset : upto])
+    if with_owner:
+        prefetch_related_objects(items, "owner")
+    return items
+
+
+def _semantic_page(qs, request: SearchRequest, want: int) -> list[StoreItem]:
+    ranked = semantic.ranked_ids(
+        qs=qs, prefix=request.namespace_prefix, vector=list(request.vector), dims=request.dims, limit=want, offset=request.offset
+    )
+    found = qs.in_bulk([item_id for item_id, _ in ranked])
+    items = []
+    for item_id, score in ranked:
+        item = found.get(item_id)
+        if item is not None:  # deleted between the two queries
+            item.score = score
+            items.append(item)
     return items
 
 

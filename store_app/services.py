@@ -1,7 +1,8 @@
 """Writes to the long-term store. Every rule of the store lives here.
 
 The store's semantics are LangGraph's `BaseStore` (docs/store.md, rules ST1-ST8):
-put upserts an item, delete removes it, TTLs are in minutes and refreshed on read.
+put upserts an item (`store_app.puts` writes it; a batch, `store_app.batch`, runs many at
+once), delete removes it, TTLs are in minutes and refreshed on read.
 On top of them, memoryadmin's ownership (docs/store.md, rule ST3; decided by
 memoryadmin.policy): a key belongs to whoever wrote it first, and stays theirs when the
 item expires (until the sweep removes the row); nobody else writes it, not even an admin;
@@ -11,49 +12,28 @@ dashboard alike; admins clear subtrees; every delete is in the audit log.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, Value
 from django.utils import timezone
 
 from memoryadmin import policy
 from memoryadmin.audit import audit_record
-from memoryadmin.errors import Conflict, InvalidInput, NotFound
+from memoryadmin.errors import NotFound
 
-from .matching import value_validate
 from .models import StoreItem, item_target
 from .namespaces import Namespace, key_validate, namespace_to_path, namespace_validate
+# The TTL rule lives with the put; TTL_MAX_MINUTES and ttl_validate stay importable from here.
+from .puts import TTL_MAX_MINUTES, put_apply, put_validate, puts_embed, ttl_validate  # noqa: F401
+from .vectors import index_paths_validate
 
-# Ten years: a longer TTL is a mistake, not a wish (and would overflow date arithmetic).
-TTL_MAX_MINUTES = 10 * 365 * 24 * 60
 SWEEP_BATCH = 5000
 
 
-def ttl_validate(ttl: Any, *, field: str = "ttl") -> timedelta | None:
-    """A TTL in minutes (LangGraph's unit): a positive number, or None for no expiry."""
-    if ttl is None:
-        return None
-    if not isinstance(ttl, (int, float)) or isinstance(ttl, bool):
-        raise InvalidInput(f"{field} must be a number of minutes or null.", fields={field: ["must be a number of minutes or null."]})
-    if not 0 < ttl <= TTL_MAX_MINUTES:
-        message = f"must be more than 0 and at most {TTL_MAX_MINUTES} minutes."
-        raise InvalidInput(f"{field} {message}", fields={field: [message]})
-    return timedelta(minutes=ttl)
-
-
 def index_validate(index: Any) -> None:
-    """LangGraph's `index` (False, a list of field paths, or None) is accepted and has no effect:
-    every string in a value is text-searchable, and there are no embeddings."""
-    if index is None or index is False:
-        return
-    if isinstance(index, list) and all(isinstance(path, str) for path in index):
-        return
-    raise InvalidInput(
-        "index must be false, null or a list of field paths.",
-        fields={"index": ["must be false, null or a list of field paths."]},
-    )
+    """LangGraph's `index`: False (not embedded), a list of field paths, or None (the default fields); rule ST10."""
+    index_paths_validate(index)
 
 
 def _ensure_writes_at_all(actor, target: str, action: str) -> None:
@@ -65,62 +45,36 @@ def _locked(path: str, key: str) -> StoreItem | None:
     return StoreItem.objects.select_for_update().filter(namespace_path=path, key=key).first()
 
 
-@transaction.atomic
 def store_item_put(
-    *, actor, namespace: Any, key: Any, value: Any, ttl: Any = None, index: Any = None, now=None
+    *,
+    actor,
+    namespace: Any,
+    key: Any,
+    value: Any,
+    ttl: Any = None,
+    index: Any = None,
+    vectors: Any = None,
+    dims: Any = None,
+    now=None,
 ) -> StoreItem:
-    """Upsert (namespace, key) -> value with an optional TTL in minutes.
+    """Upsert (namespace, key) -> value with an optional TTL in minutes, and its index (rule ST10).
 
     LangGraph's namespace rules (non-empty, labels non-empty without "." or NUL,
     root "langgraph" reserved) and a JSON-object value, else 400 with nothing
     written. A new item is owned by the writer; an existing live one may be
     overwritten by its owner only (anyone else, admins included: 403, nothing
-    written) and keeps its created_at. An expired item no longer exists for
-    reads, but its key stays its owner's until the sweep removes the row: the
-    owner's put starts a new item there, anyone else's is a 403 (docs/api.md,
-    "Taken ids and keys"). The row is locked for the transaction, and two first
-    writes of one key race on the unique (namespace_path, key): the loser goes
-    on as an update of the winner's row.
+    written) and keeps its created_at. An expired item no longer exists for reads, but its key stays its owner's until the
+    sweep removes the row: the owner's put starts a new item there, anyone else's is a
+    403 (docs/api.md, "Taken ids and keys"). Concurrent puts of one key are one atomic upsert
+    each: none fails, the last to commit wins (rule ST4). `vectors` (field path
+    -> `dims` numbers) are the caller's embeddings; without them the server's
+    embedder, if one is configured, embeds the fields `index` names.
     """
-    namespace = namespace_validate(namespace, for_write=True)
-    key = key_validate(key)
-    value = value_validate(value)
-    ttl_delta = ttl_validate(ttl)
-    index_validate(index)
-    target = item_target(namespace, key)
-    _ensure_writes_at_all(actor, target, "store.put")
-
-    now = now or timezone.now()
-    path = namespace_to_path(namespace)
-    expires_at = now + ttl_delta if ttl_delta is not None else None
-    item = _locked(path, key)
-    if item is None:
-        try:
-            with transaction.atomic():
-                return StoreItem.objects.create(
-                    owner=actor,
-                    namespace_path=path,
-                    depth=len(namespace),
-                    key=key,
-                    value=value,
-                    ttl=ttl_delta,
-                    expires_at=expires_at,
-                    created_at=now,
-                    updated_at=now,
-                )
-        except IntegrityError:
-            item = _locked(path, key)
-            if item is None:
-                raise Conflict("The item changed while it was written; retry.") from None
-    policy.ensure_may_write(actor, owner_id=item.owner_id, target=target, action="store.put")
-    if item.is_expired(now):
-        item.created_at = now
-    item.value = value
-    item.ttl = ttl_delta
-    item.expires_at = expires_at
-    item.updated_at = now
-    item.save()
-    return item
+    put = put_validate(actor=actor, namespace=namespace, key=key, value=value, ttl=ttl, index=index, vectors=vectors, dims=dims)
+    # Embedding runs before the transaction: no lock is held while a model thinks.
+    puts_embed([put])
+    with transaction.atomic():
+        return put_apply(actor=actor, put=put, now=now)
 
 
 @transaction.atomic

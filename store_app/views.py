@@ -111,8 +111,11 @@ def _item_panel(request: HttpRequest, namespace: Namespace) -> dict:
             namespace_prefix=list(namespace), filter=data.get("filter"), query=data.get("q") or None,
             limit=PAGE_SIZE, offset=offset,
         )
-        rows = selectors.store_item_search(actor=request.user, request=search, extra=1, with_owner=True)
-        scored = bool(search.terms)
+        # A search box shows what matches (by words, or by meaning with the server's embedder);
+        # the API lists every item after the matching ones, as LangGraph's stores do.
+        rows = selectors.store_item_search(actor=request.user, request=search, extra=1, with_owner=True, matching_only=True)
+        # By words or, with the server's embedder, by meaning: either way the items carry scores.
+        scored = any(item.score is not None for item in rows)
     else:
         rows = selectors.store_item_list(actor=request.user, namespace=namespace, limit=PAGE_SIZE, offset=offset)
     items = rows[:PAGE_SIZE]

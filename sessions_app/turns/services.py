@@ -343,7 +343,7 @@ def context_preview(
     if search is not None:
         memories = [
             {"namespace": list(item.namespace), "key": item.key, "value": item.value, "score": item.score}
-            for item in store_item_search(actor=actor, request=search)
+            for item in store_item_search(actor=actor, request=search, matching_only=True)
         ]
     built = build_context(messages=state.context, budget=budget, memories=memories, min_score=min_score)
     body = built.as_dict()

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from memoryadmin.errors import InvalidInput
 from memoryadmin.params import parse_bool
 
-from .. import selectors, services
+from .. import batch, selectors, services
 from ..models import StoreItem
 from ..namespaces import namespace_from_path
 from . import serializers as s
@@ -107,6 +107,8 @@ class StoreItemsView(APIView):
             value=_required(data, "value"),
             ttl=data.get("ttl"),
             index=data.get("index"),
+            vectors=data.get("vectors"),
+            dims=data.get("dims"),
         )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -137,6 +139,8 @@ class StoreSearchView(APIView):
             query=data.get("query"),
             limit=data.get("limit", 10),
             offset=data.get("offset", 0),
+            query_vector=data.get("query_vector"),
+            dims=data.get("dims"),
         )
         refresh = parse_bool(data.get("refresh_ttl"), name="refresh_ttl", default=True)
         items = selectors.store_item_search(actor=request.user, request=search)
@@ -162,3 +166,32 @@ class StoreNamespacesView(APIView):
             offset=data.get("offset", 0),
         )
         return Response({"namespaces": [list(namespace) for namespace in namespaces]})
+
+
+def _batch_result(kind: str, result: Any) -> Any:
+    if kind == "get":
+        return item_as_dict(result) if result is not None else None
+    if kind == "search":
+        return [item_as_dict(item, with_score=True) for item in result]
+    if kind == "list_namespaces":
+        return [list(namespace) for namespace in result]
+    return None
+
+
+class StoreBatchView(APIView):
+    @extend_schema(
+        request=s.StoreBatchRequestSerializer,
+        responses=s.StoreBatchResponseSerializer,
+        summary="Run many store operations in one request and one transaction",
+    )
+    def post(self, request: Request) -> Response:
+        data = _body(request)
+        ops = _required(data, "ops")
+        outcomes = batch.store_batch(actor=request.user, ops=ops, atomic=data.get("atomic", True), request=request)
+        results = []
+        for raw, outcome in zip(ops, outcomes, strict=True):
+            if outcome.error is not None:
+                results.append({"error": {"status": outcome.error.status, **outcome.error.as_dict()}})
+            else:
+                results.append({"result": _batch_result(raw.get("op"), outcome.result)})
+        return Response({"results": results})

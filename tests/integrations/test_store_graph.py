@@ -39,7 +39,7 @@ def remember(state: TripState, *, store: BaseStore) -> dict:
 def recall(state: TripState, *, store: BaseStore) -> dict:
     namespace = ("travel_assistant", state["user_id"], "preferences")
     # Exact words: SQLite does not stem (PostgreSQL would also match "walk").
-    found = store.search(namespace, query="walks", limit=5)
+    found = [item for item in store.search(namespace, query="walks", limit=5) if item.score]
     confident = store.search(namespace, filter={"confidence": {"$gte": 0.7}})
     direct = store.get(namespace, "walking")
     return {
@@ -58,7 +58,7 @@ async def aremember(state: TripState, *, store: BaseStore) -> dict:
 
 async def arecall(state: TripState, *, store: BaseStore) -> dict:
     namespace = ("travel_assistant", state["user_id"], "preferences")
-    found = await store.asearch(namespace, query="walks", limit=5)
+    found = [item for item in await store.asearch(namespace, query="walks", limit=5) if item.score]
     direct = await store.aget(namespace, "walking")
     return {"recalled": [item.value["text"] for item in found] + [f"get:{direct.value['text']}"]}
 
@@ -126,25 +126,30 @@ def test_a_graph_runs_the_store_asynchronously(alice_store):
     assert [item.key for item in remaining] == ["walking"]
 
 
-def test_batch_runs_every_operation_in_order(alice_store):
+def test_a_batch_reads_before_its_writes_and_keeps_the_last_put_of_a_key(alice_store):
+    """LangGraph's batch semantics (InMemoryStore, PostgresStore): one request, reads first, last put wins."""
     namespace = ("memories", "alice")
-    results = alice_store.batch(
-        [
-            PutOp(namespace, "a", {"text": "first"}),
-            GetOp(namespace, "a"),
-            PutOp(namespace, "a", None),
-            GetOp(namespace, "a"),
-            PutOp(namespace, "b", {"text": "second", "n": 2}),
-            SearchOp(("memories",), filter={"n": {"$gt": 1}}),
-            ListNamespacesOp(match_conditions=(MatchCondition("suffix", ("alice",)),)),
-        ]
-    )
-    assert results[0] is None
-    assert results[1].value == {"text": "first"}
-    assert results[3] is None
-    assert [item.key for item in results[5]] == ["b"]
-    assert results[5][0].score is None
+    alice_store.put(namespace, "old", {"text": "there before", "n": 5})
+    ops = [
+        PutOp(namespace, "a", {"text": "first"}),
+        GetOp(namespace, "a"),
+        PutOp(namespace, "a", None),
+        GetOp(namespace, "old"),
+        PutOp(namespace, "b", {"text": "second", "n": 2}),
+        SearchOp(("memories",), filter={"n": {"$gt": 1}}),
+        ListNamespacesOp(match_conditions=(MatchCondition("suffix", ("alice",)),)),
+        PutOp(namespace, "old", {"text": "rewritten", "n": 6}),
+    ]
+    results = alice_store.batch(ops)
+    assert results[0] is None and results[2] is None and results[4] is None and results[7] is None
+    assert results[1] is None  # "a" did not exist before the batch
+    assert results[3].value == {"text": "there before", "n": 5}
+    assert [item.key for item in results[5]] == ["old"] and results[5][0].score is None
     assert results[6] == [namespace]
+    # The writes: "a" was put then deleted (the delete, last, is what was applied); "b" and the rewrite landed.
+    assert alice_store.get(namespace, "a") is None
+    assert alice_store.get(namespace, "b").value == {"text": "second", "n": 2}
+    assert alice_store.get(namespace, "old").value == {"text": "rewritten", "n": 6}
 
 
 def test_items_come_back_as_langgraph_items(alice_store):

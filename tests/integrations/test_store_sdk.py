@@ -61,11 +61,13 @@ def test_the_sdk_client_searches_filters_and_ranks(sdk_store, alice):
     assert all(item["score"] is None for item in everything["items"])
 
     ranked = store.search_items(["memories"], query="green tea", limit=5)
+    # The items sharing a word first, by score; then the rest of the prefix, score 0 (LangGraph lists every item).
     assert [(item["namespace"], item["key"]) for item in ranked["items"]] == [
         (["memories", "alice"], "tea"),
         (["memories", "alicia"], "tea"),
+        (["memories", "alice"], "coffee"),
     ]
-    assert ranked["items"][0]["score"] >= ranked["items"][1]["score"] > 0
+    assert ranked["items"][0]["score"] >= ranked["items"][1]["score"] > ranked["items"][2]["score"] == 0
 
     confident = store.search_items(["memories"], filter={"confidence": {"$gte": 0.7}})
     assert [item["key"] for item in confident["items"]] == ["tea"]

@@ -74,8 +74,10 @@ def test_search_returns_items_with_score(alice_api):
     response = alice_api.post(SEARCH, {"namespace_prefix": ["notes", "alice"], "query": "tea"}, format="json")
     assert response.status_code == 200
     items = response.json()["items"]
-    assert [(item["namespace"], item["key"]) for item in items] == [(["notes", "alice"], "tea")]
+    # The item sharing a word ranks first; the others under the prefix follow with score 0.
+    assert [(item["namespace"], item["key"]) for item in items] == [(["notes", "alice"], "tea"), (["notes", "alice"], "walk")]
     assert items[0]["score"] > 0
+    assert items[1]["score"] == 0
     plain = alice_api.post(SEARCH, {"namespace_prefix": ["notes"], "filter": {"steps": {"$gt": 100}}}, format="json")
     assert [(item["key"], item["score"]) for item in plain.json()["items"]] == [("walk", None)]
 

@@ -57,3 +57,41 @@ def test_one_owner_racing_upserts_of_one_key_all_succeed(alice):
     outcomes = _race([(alice, {"n": n}) for n in range(6)])
     assert outcomes == ["written"] * 6
     assert StoreItem.objects.count() == 1
+
+
+def test_eight_writers_putting_and_deleting_one_key_never_fail_and_the_last_wins(alice):
+    """Last writer wins, no error: the put is one INSERT ... ON CONFLICT DO UPDATE, the delete a locked DELETE."""
+    rounds = 25
+    barrier = threading.Barrier(8)
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def writer(n):
+        try:
+            for r in range(rounds):
+                barrier.wait(timeout=30)
+                if (n + r) % 3 == 0:
+                    services.store_item_delete(actor=alice, namespace=["race"], key="k")
+                else:
+                    services.store_item_put(actor=alice, namespace=["race"], key="k", value={"n": n, "r": r},
+                                            vectors={"text": [float(n), 1.0]}, dims=2)
+        except Exception as exc:  # noqa: BLE001 - any error is what the test looks for
+            with lock:
+                errors.append(repr(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    items = list(StoreItem.objects.all())
+    assert len(items) <= 1
+    if items:
+        from store_app.models import StoreVector
+
+        # The vectors are the surviving put's own: one, of the writer whose value won.
+        [vector] = StoreVector.objects.filter(item=items[0])
+        assert vector.vector[0] == items[0].value["n"]

@@ -75,8 +75,9 @@ def test_search_and_namespaces_show_a_member_only_their_own_items(alice_api, ali
     assert [item["namespace"] for item in found] == [["users", "alice", "prefs"]]
     listed = alice_api.post(NAMESPACES, {}, format="json").json()["namespaces"]
     assert listed == [["users", "alice", "prefs"]]
+    # Bob's item matches the query's word; alice never sees it, only her own (which does not match).
     queried = alice_api.post(SEARCH, {"query": "light"}, format="json").json()["items"]
-    assert queried == []
+    assert [(item["namespace"], item["score"]) for item in queried] == [(["users", "alice", "prefs"], 0.0)]
 
 
 @pytest.mark.parametrize("who", ["operator_api", "admin_api"])

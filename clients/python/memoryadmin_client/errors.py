@@ -85,6 +85,13 @@ class MemoryAdminUnavailable(MemoryAdminError):
     """503: the server's database is busy or away."""
 
 
+def refused_here(*, field: str, message: str) -> MemoryAdminInvalid:
+    """What the client refuses before sending, shaped as the server's 400 for it (`errors` names the field)."""
+    error = MemoryAdminInvalid(400, {"code": "invalid", "detail": f"{field}: {message}", "errors": {field: [message]}})
+    error.args = (f"refused before sending: {field}: {message}",)
+    return error
+
+
 # The store adapter's earlier names, kept: they are the classes above.
 MemoryAdminStoreError = MemoryAdminError
 StoreForbiddenError = MemoryAdminForbidden
@@ -124,4 +131,5 @@ __all__ = [
     "StoreForbiddenError",
     "StoreInvalidError",
     "error_class",
+    "refused_here",
 ]

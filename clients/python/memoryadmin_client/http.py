@@ -8,7 +8,8 @@ Connections: one pooled `httpx.Client` for the sync calls, and one
 `httpx.AsyncClient` per event loop for the async ones (an async client's
 connections belong to the loop that opened them, so a new loop gets its own).
 The key goes as `Authorization: Bearer <key>`; bodies are strict JSON (NaN or
-infinity is a ValueError before anything is sent, as the server refuses them).
+infinity is refused before anything is sent, as `MemoryAdminInvalid`, a
+ValueError, since the server would refuse them too).
 
 Retries (`RetryPolicy`): every request the adapters make is idempotent (a put is
 an upsert, a write an upsert by task and index, deletes and reads repeat), so
@@ -44,7 +45,7 @@ from typing import Any
 
 import httpx
 
-from .errors import MemoryAdminError, error_class
+from .errors import MemoryAdminError, error_class, refused_here
 
 API_PREFIX = "/api/v1"
 RETRIES = 6
@@ -65,7 +66,10 @@ def encode_json(*, body: Any) -> bytes | None:
     """A request body as strict, compact UTF-8 JSON (None for no body): NaN and infinity are refused here."""
     if body is None:
         return None
-    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    try:
+        return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    except ValueError as exc:
+        raise refused_here(field="body", message=f"is not strict JSON ({exc}).") from None
 
 
 def retry_after_seconds(*, response: httpx.Response, now: float | None = None) -> float | None:

@@ -58,15 +58,23 @@ def saver_with(answers: Answers) -> MemoryAdminSaver:
     return MemoryAdminSaver("http://memoryadmin.test", "ma_key", transport=transport, async_transport=transport)
 
 
+def results(*answers) -> dict:
+    return {"results": [{"result": answer} for answer in answers]}
+
+
 def test_the_store_retries_a_503_and_reads_the_item():
-    answers = Answers((503, {"code": "unavailable"}, {}), (200, ITEM, {}))
+    answers = Answers((503, {"code": "unavailable"}, {}), (200, results(ITEM), {}))
     item = store_with(answers).get(("users", "alice"), "tea")
     assert item.value == {"text": "likes green tea"} and item.namespace == ("users", "alice")
     assert item.created_at.tzinfo is not None
     assert len(answers.requests) == 2
     assert all(r.headers["authorization"] == "Bearer ma_key" for r in answers.requests)
-    assert answers.requests[0].url.path == "/api/v1/store/items"
-    assert answers.requests[0].url.params["namespace"] == "users.alice"
+    assert answers.requests[0].url.path == "/api/v1/store/batch"
+    assert json.loads(answers.requests[0].content) == {
+        "ops": [{"op": "get", "namespace": ["users", "alice"], "key": "tea", "refresh_ttl": True}],
+        # One operation goes not atomic: a refusal then names its own fields.
+        "atomic": False,
+    }
 
 
 def test_the_store_raises_the_one_hierarchy():
@@ -80,19 +88,33 @@ def test_the_store_raises_the_one_hierarchy():
     assert "filter" in refused.value.errors and isinstance(refused.value, ValueError)
 
 
-def test_the_store_runs_a_batch_in_order_and_a_put_of_none_is_a_delete():
-    answers = Answers((204, None, {}), (200, None, {}), (204, None, {}))
-    results = store_with(answers).batch(
+def test_the_store_sends_a_batch_as_one_request_and_a_put_of_none_is_a_delete():
+    answers = Answers((200, results(None, None, None), {}))
+    answered = store_with(answers).batch(
         [PutOp(("m",), "a", {"text": "x"}, ttl=5), GetOp(("m",), "a"), PutOp(("m",), "a", None)]
     )
-    assert results == [None, None, None]
-    assert [r.method for r in answers.requests] == ["PUT", "GET", "DELETE"]
-    assert json.loads(answers.requests[0].content) == {"namespace": ["m"], "key": "a", "value": {"text": "x"}, "ttl": 5}
-    assert json.loads(answers.requests[2].content) == {"namespace": ["m"], "key": "a"}
+    assert answered == [None, None, None]
+    assert [r.method for r in answers.requests] == ["POST"]
+    assert json.loads(answers.requests[0].content)["ops"] == [
+        {"op": "put", "namespace": ["m"], "key": "a", "value": {"text": "x"}, "ttl": 5},
+        {"op": "get", "namespace": ["m"], "key": "a", "refresh_ttl": True},
+        {"op": "delete", "namespace": ["m"], "key": "a"},
+    ]
+
+
+def test_a_nan_in_a_filter_is_refused_before_sending_as_invalid_input():
+    answers = Answers((200, results([]), {}))
+    store = store_with(answers)
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(StoreInvalidError) as refused:
+            store.search(("m",), filter={"score": {"$gt": bad}})
+        assert refused.value.errors == {"filter": [refused.value.errors["filter"][0]]}
+        assert "NaN" in str(refused.value) or "infinity" in str(refused.value)
+    assert answers.requests == []
 
 
 def test_the_async_store_honours_a_429_retry_after():
-    answers = Answers((429, {"code": "throttled"}, {"Retry-After": "0"}), (200, ITEM, {}))
+    answers = Answers((429, {"code": "throttled"}, {"Retry-After": "0"}), (200, results(ITEM), {}))
     store = store_with(answers)
 
     async def run():
@@ -129,3 +151,36 @@ def test_the_saver_refuses_writes_without_a_checkpoint_before_sending():
     with pytest.raises(ValueError):
         saver_with(answers).put_writes({"configurable": {"thread_id": "t-1"}}, [("messages", "hi")], "task-1")
     assert answers.requests == []
+
+
+def test_concurrent_async_calls_share_requests_and_keep_their_own_answers():
+    """The queue: 250 calls in three requests of at most 100; a refused call raises alone."""
+    seen: list[int] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        assert body["atomic"] is False
+        seen.append(len(body["ops"]))
+        results = []
+        for op in body["ops"]:
+            if op["key"] == "bob":
+                results.append({"error": {"status": 403, "code": "forbidden", "detail": "Not yours."}})
+            else:
+                results.append({"result": {**ITEM, "key": op["key"]}})
+        return httpx.Response(200, json={"results": results})
+
+    transport = httpx.MockTransport(answer)
+    store = MemoryAdminStore("http://memoryadmin.test", "ma_key", transport=transport, async_transport=transport)
+
+    async def run():
+        try:
+            return await asyncio.gather(
+                *(store.aget(("users", "alice"), "bob" if i == 7 else f"k{i}") for i in range(250)), return_exceptions=True
+            )
+        finally:
+            await store.aclose()
+
+    answers = asyncio.run(run())
+    assert sorted(seen) == [50, 100, 100]
+    assert isinstance(answers[7], StoreForbiddenError)
+    assert [a.key for i, a in enumerate(answers) if i != 7] == [f"k{i}" for i in range(250) if i != 7]

@@ -1,0 +1,246 @@
+"""How a put is written: checked first, embedded outside any transaction, then one atomic upsert.
+
+`store_app.services.store_item_put` and the batch service (`store_app.batch`) both
+go through here (docs/store.md, rules ST4 and ST10):
+
+1. `put_validate`: every rule that needs no database, 400 naming the field (or
+   403 for an operator) with nothing written;
+2. `puts_embed`: the server's embedder, once for all the puts of a request that
+   bring no vectors of their own, before a transaction holds a lock;
+3. `puts_apply`: one `INSERT … ON CONFLICT (namespace_path, key) DO UPDATE …
+   WHERE` the writer owns the live row (or it has expired) for all the puts of
+   a request, so concurrent writes of one key never fail: the last one to
+   commit wins. A put without its row back met another user's live item: 403.
+   The items' vectors are then replaced by the puts' (one DELETE, one INSERT).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta, timezone as dt_timezone
+from typing import Any
+
+from django.conf import settings
+from django.db import connections, router
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from memoryadmin import policy
+from memoryadmin.errors import Forbidden, InvalidInput
+
+from . import embedders, vectors as vec
+from .matching import value_validate
+from .models import StoreItem, StoreVector, item_target
+from .namespaces import Namespace, key_validate, namespace_to_path, namespace_validate
+
+# Ten years: a longer TTL is a mistake, not a wish (and would overflow date arithmetic).
+TTL_MAX_MINUTES = 10 * 365 * 24 * 60
+
+
+@dataclass
+class PutRequest:
+    """A put whose every field has been checked; `texts` are still to be embedded by the server."""
+
+    namespace: Namespace
+    key: str
+    value: dict[str, Any]
+    ttl: timedelta | None
+    index: tuple[str, ...] | bool | None
+    vectors: dict[str, list[float]] = field(default_factory=dict)
+    dims: int | None = None
+    texts: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def target(self) -> str:
+        return item_target(self.namespace, self.key)
+
+
+def ttl_validate(ttl: Any, *, field: str = "ttl") -> timedelta | None:
+    """A TTL in minutes (LangGraph's unit): a positive number, or None for no expiry."""
+    if ttl is None:
+        return None
+    if not isinstance(ttl, (int, float)) or isinstance(ttl, bool):
+        raise InvalidInput(f"{field} must be a number of minutes or null.", fields={field: ["must be a number of minutes or null."]})
+    if not 0 < ttl <= TTL_MAX_MINUTES:
+        message = f"must be more than 0 and at most {TTL_MAX_MINUTES} minutes."
+        raise InvalidInput(f"{field} {message}", fields={field: [message]})
+    return timedelta(minutes=ttl)
+
+
+def put_validate(
+    *, actor, namespace: Any, key: Any, value: Any, ttl: Any = None, index: Any = None, vectors: Any = None, dims: Any = None
+) -> PutRequest:
+    """Every rule of a put that needs no database (rules ST1, ST2, ST5, ST10); operators are refused here."""
+    namespace = namespace_validate(namespace, for_write=True)
+    key = key_validate(key)
+    value = value_validate(value)
+    ttl_delta = ttl_validate(ttl)
+    index = vec.index_paths_validate(index)
+    put = PutRequest(namespace=namespace, key=key, value=value, ttl=ttl_delta, index=index)
+    # Operators never write (memoryadmin.policy): refused before anything is looked up.
+    policy.ensure_may_write(actor, owner_id=getattr(actor, "pk", None), target=put.target, action="store.put")
+    if vectors is not None:
+        # The caller embedded the value itself (MemoryAdminStore with an index).
+        put.vectors = vec.vectors_validate(vectors, dims=dims)
+        put.dims = dims
+    elif index is not False and embedders.configured() is not None:
+        paths = index if isinstance(index, tuple) else tuple(settings.MEMORYADMIN_STORE_EMBED_FIELDS)
+        put.texts = vec.indexed_texts(value, paths)
+    return put
+
+
+def puts_embed(puts: list[PutRequest]) -> None:
+    """Embed the texts of every put that needs the server's embedder, in one call (distinct texts once)."""
+    wanted = [put for put in puts if put.texts]
+    if not wanted:
+        return
+    distinct = list(dict.fromkeys(text for put in wanted for _, text in put.texts))
+    by_text = dict(zip(distinct, embedders.embed(distinct), strict=True))
+    for put in wanted:
+        put.vectors = {name: by_text[text] for name, text in put.texts}
+        put.dims = settings.MEMORYADMIN_STORE_EMBED_DIMS
+        put.texts = []
+
+
+_UPSERT_SQL = """
+INSERT INTO {table} AS item ({owner}, {path}, {depth}, {key}, {value}, {ttl}, {expires}, {created}, {updated})
+VALUES {rows}
+ON CONFLICT ({path}, {key}) DO UPDATE SET
+    {owner} = excluded.{owner},
+    {created} = CASE WHEN {expired} THEN excluded.{created} ELSE item.{created} END,
+    {value} = excluded.{value},
+    {ttl} = excluded.{ttl},
+    {expires} = excluded.{expires},
+    {updated} = excluded.{updated}
+WHERE item.{owner} = excluded.{owner}
+RETURNING {id}, {path}, {key}, {created}, {inserted}
+"""
+
+
+def _upsert_sql(connection, rows: int) -> str:
+    quote = connection.ops.quote_name
+    names = {
+        "table": quote(StoreItem._meta.db_table),
+        "id": quote("id"),
+        "owner": quote("owner_id"),
+        "path": quote("namespace_path"),
+        "depth": quote("depth"),
+        "key": quote("key"),
+        "value": quote("value"),
+        "ttl": quote("ttl"),
+        "expires": quote("expires_at"),
+        "created": quote("created_at"),
+        "updated": quote("updated_at"),
+    }
+    # An existing row that has expired is no longer an item: its owner's put starts a new one
+    # there (anyone else's is refused: the key stays its owner's until the sweep, ST3).
+    expired = "(item.{expires} IS NOT NULL AND item.{expires} <= excluded.{updated})".format(**names)
+    # PostgreSQL tells a row it inserted (xmax 0), which has no vectors to replace; SQLite cannot.
+    inserted = "(xmax = 0)" if connection.vendor == "postgresql" else "0"
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows)
+    return _UPSERT_SQL.format(expired=expired, inserted=inserted, rows=values, **names)
+
+
+def _prep(name: str, value: Any, connection) -> Any:
+    return StoreItem._meta.get_field(name).get_db_prep_save(value, connection)
+
+
+def _as_datetime(value: Any):
+    # SQLite answers a raw RETURNING with the stored UTC time, naive (or as text); PostgreSQL an aware datetime.
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    return value if timezone.is_aware(value) else value.replace(tzinfo=dt_timezone.utc)
+
+
+def put_apply(*, actor, put: PutRequest, now=None) -> StoreItem:
+    """One put of `puts_apply`: the item written, or the 403 raised."""
+    [outcome] = puts_apply(actor=actor, puts=[put], now=now)
+    if isinstance(outcome, Forbidden):
+        raise outcome
+    return outcome
+
+
+def puts_apply(*, actor, puts: list[PutRequest], now=None) -> list[StoreItem | Forbidden]:
+    """Upsert checked puts of distinct keys and replace their vectors, in three statements; run inside a transaction.
+
+    An existing item may be overwritten by its owner only (anyone else, admins
+    included: its place holds a 403 from memoryadmin.policy naming the owner, and
+    that row is left as it was); a live one keeps its created_at, an expired one
+    starts anew. A key stays its owner's while its row exists, expired or not. Rows go in (namespace, key) order, so that two batches lock the
+    keys they share in the same order.
+    """
+    if not puts:
+        return []
+    now = now or timezone.now()
+    alias = router.db_for_write(StoreItem)
+    connection = connections[alias]
+    order = sorted(range(len(puts)), key=lambda i: (namespace_to_path(puts[i].namespace), puts[i].key))
+    params: list[Any] = []
+    for i in order:
+        put = puts[i]
+        expires_at = now + put.ttl if put.ttl is not None else None
+        params += [
+            actor.pk,
+            namespace_to_path(put.namespace),
+            len(put.namespace),
+            put.key,
+            _prep("value", put.value, connection),
+            _prep("ttl", put.ttl, connection),
+            _prep("expires_at", expires_at, connection),
+            _prep("created_at", now, connection),
+            _prep("updated_at", now, connection),
+        ]
+    with connection.cursor() as cursor:
+        cursor.execute(_upsert_sql(connection, len(puts)), params)
+        written = {(path, key): (item_id, created_at, inserted) for item_id, path, key, created_at, inserted in cursor.fetchall()}
+    outcomes: list[StoreItem | Forbidden] = []
+    replaced, vectors = [], []
+    refused = [put for put in puts if (namespace_to_path(put.namespace), put.key) not in written]
+    owners = {}
+    if refused:
+        # One more query, only when some key is another user's: who owns it, for the refusal.
+        wanted = Q()
+        for put in refused:
+            wanted |= Q(namespace_path=namespace_to_path(put.namespace), key=put.key)
+        owners = {(path, key): owner for path, key, owner in StoreItem.objects.filter(wanted).values_list("namespace_path", "key", "owner_id")}
+    for put in puts:
+        path = namespace_to_path(put.namespace)
+        row = written.get((path, put.key))
+        if row is None:
+            try:
+                policy.ensure_may_write(actor, owner_id=owners.get((path, put.key)), target=put.target, action="store.put")
+                refusal = Forbidden("This store item belongs to another user.", target=put.target, action="store.put")
+            except Forbidden as exc:
+                refusal = exc
+            outcomes.append(refusal)
+            continue
+        item_id, created_at, inserted = row
+        if not inserted:
+            replaced.append(item_id)
+        for name, vector in put.vectors.items():
+            stored = vec.float32(vector)
+            vectors.append(
+                StoreVector(
+                    item_id=item_id, namespace_path=path, path=name, dims=len(stored), norm=vec.norm(stored), vector=stored
+                )
+            )
+        outcomes.append(
+            StoreItem(
+                id=item_id,
+                owner=actor,
+                namespace_path=path,
+                depth=len(put.namespace),
+                key=put.key,
+                value=put.value,
+                ttl=put.ttl,
+                expires_at=now + put.ttl if put.ttl is not None else None,
+                created_at=_as_datetime(created_at),
+                updated_at=now,
+            )
+        )
+    if replaced:
+        StoreVector.objects.using(alias).filter(item_id__in=replaced).delete()
+    if vectors:
+        StoreVector.objects.using(alias).bulk_create(vectors)
+    return outcomes
