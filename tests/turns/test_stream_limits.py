@@ -154,6 +154,9 @@ def test_heartbeats_renew_the_lease_and_a_lost_lease_ends_the_stream(client, ali
 
 
 @pytest.mark.skipif(not IS_POSTGRES, reason="ends a database session from outside: PostgreSQL")
+# Behind a transaction pooler the server session it ends is the pooler's, which replaces it
+# unseen by the application: there is no database error to provoke that way.
+@pytest.mark.skipif(os.environ.get("DJANGO_DB_POOLER") == "transaction", reason="the pooler hides an ended server session")
 @pytest.mark.django_db(transaction=True)
 @override_settings(**{**ROOMY, **FAST, "MEMORYADMIN_TURN_SSE_MAX_SECONDS": 30})
 def test_a_stream_that_fails_on_a_database_error_releases_its_lease(client, alice, thread):
