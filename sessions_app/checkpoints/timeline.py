@@ -204,11 +204,16 @@ def checkpoint_detail(*, actor, thread_id: str, checkpoint_id: str, checkpoint_n
     return checkpoint_detail_in(thread=thread, checkpoint_id=checkpoint_id, checkpoint_ns=checkpoint_ns)
 
 
+def _channel_values(document: Any) -> dict[str, Any]:
+    """Every channel value of a stored checkpoint document, internal channels included; {} for junk."""
+    values = document.get("channel_values") if isinstance(document, dict) else None
+    return values if isinstance(values, dict) else {}
+
+
 def checkpoint_detail_in(*, thread: Thread, checkpoint_id: str, checkpoint_ns: str = "") -> CheckpointDetail:
     """`checkpoint_detail` for a thread already checked for reading (three queries)."""
     checkpoint = checkpoint_get_in(thread=thread, checkpoint_id=checkpoint_id, checkpoint_ns=checkpoint_ns)
-    values = checkpoint.checkpoint.get("channel_values") if isinstance(checkpoint.checkpoint, dict) else None
-    values = values if isinstance(values, dict) else {}
+    values = _channel_values(checkpoint.checkpoint)
     channels = [
         ChannelShown(name=name, messages=message_list(value), text=_pretty(value), internal=is_internal_channel(name))
         for name, value in sorted(values.items(), key=lambda item: (is_internal_channel(item[0]), item[0]))
@@ -225,8 +230,7 @@ def checkpoint_detail_in(*, thread: Thread, checkpoint_id: str, checkpoint_ns: s
         )
         if parent is not None:
             parent_found = True
-            found = parent.get("channel_values") if isinstance(parent, dict) else None
-            parent_values = found if isinstance(found, dict) else {}
+            parent_values = _channel_values(parent)
     changes, unchanged = checkpoint_diff(values, parent_values)
     writes = [
         {
@@ -259,18 +263,13 @@ class CheckpointComparison:
     diff: CheckpointDiff
 
 
-def _channel_values(checkpoint: Checkpoint) -> dict[str, Any]:
-    values = checkpoint.checkpoint.get("channel_values") if isinstance(checkpoint.checkpoint, dict) else None
-    return values if isinstance(values, dict) else {}
-
-
 def checkpoint_compare_in(*, thread: Thread, first: tuple[str, str], second: tuple[str, str]) -> CheckpointComparison:
     """The diff between any two checkpoints of a thread (each `(checkpoint_id, checkpoint_ns)`),
     not only a checkpoint and its parent: the older one (by history position) is the base."""
     a = checkpoint_get_in(thread=thread, checkpoint_id=first[0], checkpoint_ns=first[1])
     b = checkpoint_get_in(thread=thread, checkpoint_id=second[0], checkpoint_ns=second[1])
     older, newer = (a, b) if a.pk <= b.pk else (b, a)
-    changes, unchanged = checkpoint_diff(_channel_values(newer), _channel_values(older))
+    changes, unchanged = checkpoint_diff(_channel_values(newer.checkpoint), _channel_values(older.checkpoint))
     return CheckpointComparison(
         older=older,
         newer=newer,

@@ -10,6 +10,7 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince
 
 from memoryadmin.json import pretty, stored_loads
+from sessions_app.checkpoints.wire import lc_envelope
 
 register = template.Library()
 
@@ -35,10 +36,8 @@ def _fields(message: Any) -> dict[str, Any]:
     (`{"lc": 1, "type": "constructor", "kwargs": {...}}`), as checkpoints hold them."""
     if not isinstance(message, dict):
         return {}
-    kwargs = message.get("kwargs")
-    if message.get("lc") == 1 and message.get("type") == "constructor" and isinstance(kwargs, dict):
-        return kwargs
-    return message
+    envelope = lc_envelope(message)
+    return envelope[1] if envelope is not None else message
 
 
 @register.filter
