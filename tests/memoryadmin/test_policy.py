@@ -156,6 +156,7 @@ NOT_WRITES = {
     "memoryadmin.operations.bulk.ensure_allowed": "the check itself, through policy",
     "memoryadmin.operations.retention.ensure_admin": "the check itself, through policy",
     "memoryadmin.operations.retention.retention_preview": "reads (admins)",
+    "memoryadmin.operations.retention.retention_preview_draft": "reads (admins): the dry run of a policy not saved",
     "memoryadmin.operations.retention.retention_runs": "reads (operators and admins)",
     "memoryadmin.operations.retention.retention_policies": "reads (operators and admins)",
     "memoryadmin.operations.erase.user_erase_preview": "reads (admins)",
