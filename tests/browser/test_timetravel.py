@@ -7,6 +7,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.test import override_settings
 from playwright.sync_api import expect
 
 from .conftest import shot, sign_in
@@ -142,3 +143,36 @@ def test_without_javascript_show_turns_opens_a_styled_page(browser, live_server,
     assert page.locator("link[rel=stylesheet]").count() >= 1 and page.locator("nav.mainnav").count() == 1
     assert page.evaluate("getComputedStyle(document.body).margin") == "0px"  # the dashboard's stylesheet applies
     context.close()
+
+
+@override_settings(MEMORYADMIN_TURN_SSE_POLL_SECONDS=0.1, MEMORYADMIN_TURN_SSE_MAX_SECONDS=1.5)
+def test_the_live_turn_shows_each_chunk_once_with_a_fresh_counter_and_a_quiet_console(page, live_server):
+    from sessions_app.threads.services import thread_save_agent_state
+    from sessions_app.turns import services as turns
+
+    from ..conftest import make_user
+
+    alice = make_user("alice", password="memoryadmin")
+    thread_save_agent_state(actor=alice, thread_id="live", agent_code="bot", context=[{"role": "user", "content": "hi"}])
+    turns.turn_begin(actor=alice, thread_id="live", question="What is this?")
+    turns.turn_append_chunk(actor=alice, thread_id="live", text="This")
+    logged: list[str] = []
+    page.on("console", lambda msg: logged.append(msg.text))
+    sign_in(page, live_server, "alice")
+    page.goto(f"{live_server.url}/threads/live/")
+    expect(page.locator("#pending-answer")).to_have_text("This")
+    expect(page.locator("[data-chunk-count]")).to_have_text("1")
+    for text in (" is", " a", " live"):
+        turns.turn_append_chunk(actor=alice, thread_id="live", text=text)
+        page.wait_for_timeout(300)
+    expect(page.locator("#pending-answer")).to_have_text("This is a live")
+    expect(page.locator("[data-chunk-count]")).to_have_text("4")
+    # The stream times out and the panel reconnects: what it shows stays whole, nothing twice.
+    page.wait_for_timeout(2500)
+    turns.turn_append_chunk(actor=alice, thread_id="live", text=" answer.")
+    expect(page.locator("#pending-answer")).to_have_text("This is a live answer.")
+    expect(page.locator("[data-chunk-count]")).to_have_text("5")
+    turns.turn_finish(actor=alice, thread_id="live")
+    expect(page.locator("ol.turns .turn-a")).to_have_text("This is a live answer.")
+    assert not [text for text in logged if "[object Event]" in text], logged
+    assert page.errors == []
