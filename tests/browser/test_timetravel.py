@@ -102,7 +102,9 @@ def test_json_values_are_a_collapsible_tree_with_copy_and_a_namespace_page_stays
 
 def test_a_retention_dry_run_of_unsaved_values_lists_threads_and_deleting_a_policy_asks(page, live_server, demo):
     from memoryadmin.operations.models import RetentionPolicy
+    from memoryadmin.operations.retention import retention_policy_save
 
+    retention_policy_save(actor=None, agent_code="support-bot", purge_archived_days=365)
     sign_in(page, live_server, "admin")
     page.goto(f"{live_server.url}/retention/")
     saved = RetentionPolicy.objects.count()
@@ -114,14 +116,16 @@ def test_a_retention_dry_run_of_unsaved_values_lists_threads_and_deleting_a_poli
     expect(page.locator("input[name=keep_checkpoints]")).to_have_value("1")
     assert RetentionPolicy.objects.count() == saved
     shot(page, "retention-dry-run")
-    if saved:
-        row = page.locator("tr[data-policy]").first
-        row.locator("button:has-text('Delete')").click()
-        dialog = page.locator("dialog.confirm-dialog")
-        expect(dialog).to_be_visible()
-        expect(dialog.locator(".question")).to_contain_text(re.compile(r"\d+ threads?"))
-        dialog.locator("button[value=cancel]").click()
-        assert RetentionPolicy.objects.count() == saved
+    page.locator("tr[data-policy='support-bot'] button:has-text('Delete')").click()
+    dialog = page.locator("dialog.confirm-dialog")
+    expect(dialog).to_be_visible()
+    expect(dialog.locator(".question")).to_contain_text(re.compile(r"support-bot\? Its \d+ threads? then follow the default policy"))
+    dialog.locator("button[value=cancel]").click()
+    assert RetentionPolicy.objects.count() == saved == 1
+    page.locator("tr[data-policy='support-bot'] button:has-text('Delete')").click()
+    dialog.locator("button[value=ok]").click()
+    expect(page.locator("tr[data-policy]")).to_have_count(0)
+    assert RetentionPolicy.objects.count() == 0
     assert page.errors == []
 
 
