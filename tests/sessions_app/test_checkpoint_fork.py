@@ -254,3 +254,18 @@ def test_the_timeline_and_the_branches_cost_the_same_queries_for_10_and_120_chec
     assert counts[0] == counts[1]
     branches = checkpoint_branches_in(thread=Thread.objects.get(thread_id="t1"))
     assert branches.fork_count == len([i for i in range(2, 120) if i % 5 == 0])
+
+
+def test_hostile_namespaces_and_ids_stay_text_in_the_branch_marks(client, alice):
+    hostile = "<img src=x onerror=alert(1)>"
+    thread = Thread.objects.create(thread_id="t1", owner=alice)
+    Checkpoint.objects.bulk_create(
+        Checkpoint(thread=thread, checkpoint_ns=hostile, checkpoint_id=name, parent_checkpoint_id=parent,
+                   checkpoint={"channel_values": {"x": hostile}}, metadata={"step": hostile})
+        for name, parent in (("a", ""), ("b", "a"), ("c", "a"))
+    )
+    login_client(client, alice)
+    pages = [client.get(PAGE).content.decode(), client.get("/threads/t1/checkpoints/branches").content.decode()]
+    for page in pages:
+        assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "data-fork" in pages[0] and "2 branches" in pages[1]
