@@ -128,7 +128,15 @@ def checkpoint_fork(request: HttpRequest, thread_id: str) -> HttpResponse:
             request=request,
         )
     except InvalidInput as exc:
-        fork = {"values": values, "as_node": as_node, "errors": exc.fields or {"values": [exc.message]}}
+        fields = exc.fields or {"values": [exc.message]}
+        fork = {
+            "values": values,
+            "as_node": as_node,
+            "open": True,
+            # Errors about the values (the object, or one of its keys) go under the editor.
+            "value_errors": [f"{name}: {problem}" for name, problems in fields.items() if name.startswith("values") for problem in problems],
+            "other_errors": [f"{name}: {problem}" for name, problems in fields.items() if not name.startswith("values") for problem in problems],
+        }
         selected = checkpoint_id if cs.CHECKPOINT_ID_RE.fullmatch(checkpoint_id or "") else None
         return _page(request, thread_id, selected=selected, selected_ns=checkpoint_ns, fork=fork, status=400)
     new_id = result["checkpoint"]["checkpoint_id"]

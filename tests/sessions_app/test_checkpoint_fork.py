@@ -209,8 +209,11 @@ def test_bad_json_comes_back_inline_naming_the_field_with_the_text_kept_and_esca
     assert "&lt;/textarea&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
     assert '<details class="cp-fork" open>' in html and 'aria-invalid="true"' in html
     unknown = client.post(FORK, {"checkpoint": "c1", "values": "{}", "as_node": "<b>ghost</b>"})
-    assert unknown.status_code == 400 and "as_node: node" in unknown.content.decode()
-    assert "<b>ghost</b>" not in unknown.content.decode()
+    page = unknown.content.decode()
+    assert unknown.status_code == 400 and "as_node: node" in page and "<b>ghost</b>" not in page
+    assert 'id="fork-values-error"' not in page and 'aria-invalid' not in page  # the values were fine
+    internal = client.post(FORK, {"checkpoint": "c1", "values": '{"branch:to:x": 1}'}).content.decode()
+    assert 'id="fork-values-error"' in internal and "values.branch:to:x: is not a state key" in internal
     assert client.post(FORK, {"checkpoint": "bad id\n", "values": "{}"}).status_code == 400
     assert client.post(FORK, {"checkpoint": "nope", "values": "{}"}).status_code == 404
     assert Checkpoint.objects.count() == before
