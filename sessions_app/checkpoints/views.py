@@ -52,7 +52,9 @@ def _fork_flags(user, thread, detail) -> dict:
     return {"can_fork": may_fork, "forkable": bool(detail) and is_langgraph_checkpoint(detail.checkpoint.checkpoint)}
 
 
-def _page(request: HttpRequest, thread_id: str, *, selected: str | None, selected_ns: str, fork: dict | None = None, status: int = 200):
+def _page(
+    request: HttpRequest, thread_id: str, *, selected: str | None, selected_ns: str, fork: dict | None = None, status: int = 200
+) -> HttpResponse:
     """The timeline page; `fork` holds a refused fork's form (values, as_node, errors) to show again."""
     checkpoint_ns = _namespace(request)
     compare = request.GET.getlist("compare")
@@ -134,8 +136,8 @@ def checkpoint_fork(request: HttpRequest, thread_id: str) -> HttpResponse:
             "as_node": as_node,
             "open": True,
             # Errors about the values (the object, or one of its keys) go under the editor.
-            "value_errors": [f"{name}: {problem}" for name, problems in fields.items() if name.startswith("values") for problem in problems],
-            "other_errors": [f"{name}: {problem}" for name, problems in fields.items() if not name.startswith("values") for problem in problems],
+            "value_errors": [f"{name}: {msg}" for name, msgs in fields.items() if name.startswith("values") for msg in msgs],
+            "other_errors": [f"{name}: {msg}" for name, msgs in fields.items() if not name.startswith("values") for msg in msgs],
         }
         selected = checkpoint_id if cs.CHECKPOINT_ID_RE.fullmatch(checkpoint_id or "") else None
         return _page(request, thread_id, selected=selected, selected_ns=checkpoint_ns, fork=fork, status=400)
@@ -153,8 +155,6 @@ def checkpoint_release(request: HttpRequest, thread_id: str) -> HttpResponse:
     messages.success(request, f"Released {len(result['checkpoints'])} checkpoints of {thread_id}.")
     url = reverse("thread-checkpoints", args=[thread_id])
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-
-
 
 
 @require_GET
