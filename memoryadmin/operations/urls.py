@@ -19,6 +19,7 @@ urlpatterns = [
     path("retention/", views.retention_page, name="retention"),
     path("retention/policies", views.retention_policy_save, name="retention-policy-save"),
     path("retention/policies/delete", views.retention_policy_delete, name="retention-policy-delete"),
+    path("retention/dry-run", views.retention_dry_run, name="retention-dry-run"),
     path("retention/apply", views.retention_apply, name="retention-apply"),
     path("erase/", views.user_erase, name="user-erase"),
 ]

@@ -176,6 +176,19 @@ def retention_policy_save(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @login_required
+def retention_dry_run(request: HttpRequest) -> HttpResponse:
+    """The form's values tried without saving: counts and the first threads touched (the retention service's dry run)."""
+    data = request.POST
+    values = {key: data.get(key, "") for key in ("agent_code", *retention.RULES)}
+    try:
+        draft = retention.retention_preview_draft(actor=request.user, **values)
+    except InvalidInput as exc:
+        context = _retention_context(request, edit=values, errors=exc.fields)
+        return render(request, "operations/retention.html", context, status=400)
+    return render(request, "operations/retention.html", _retention_context(request, edit=values, draft=draft))
+
+@require_POST
+@login_required
 def retention_policy_delete(request: HttpRequest) -> HttpResponse:
     retention.retention_policy_delete(actor=request.user, agent_code=request.POST.get("agent_code", ""), request=request)
     messages.success(request, "Policy deleted.")

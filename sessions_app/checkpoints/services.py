@@ -224,20 +224,23 @@ def _fields(thread: Thread, data: CheckpointInput) -> dict[str, Any]:
 
 
 @transaction.atomic
-def checkpoint_put(*, actor, thread_id: str, data: CheckpointInput, checkpoint_id: Any = None) -> PutResult:
+def checkpoint_put(
+    *, actor, thread_id: str, data: CheckpointInput, checkpoint_id: Any = None, action: str = "checkpoint.put"
+) -> PutResult:
     """Push a checkpoint, or upsert it by id (POST /threads/{id}/checkpoints).
 
     The saver's put (docs/checkpoints.md, rule C2): without an id a new checkpoint is
     pushed and becomes the latest (the server makes its id). With an id, LangGraph's put: a new id is
     pushed, an existing one is replaced in place (a retried put is idempotent).
     The thread is created for the caller on its first checkpoint; another
-    user's thread is a 403 with nothing written.
+    user's thread is a 403 with nothing written. `action` is the rule asked: a fork
+    from the dashboard (state_update.checkpoint_fork) asks its own.
     """
     if checkpoint_id is None:
         checkpoint_id = str(uuid.uuid4())
     else:
         checkpoint_id_validate(checkpoint_id)
-    thread, _ = _thread_for_write(actor=actor, thread_id=thread_id, action="checkpoint.put", create=True)
+    thread, _ = _thread_for_write(actor=actor, thread_id=thread_id, action=action, create=True)
     fields = _fields(thread, data)
     existing = Checkpoint.objects.filter(
         thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id

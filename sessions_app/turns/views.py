@@ -34,7 +34,6 @@ from sessions_app.turns.models import Turn
 @login_required
 def context_preview_page(request: HttpRequest, thread_id: str) -> HttpResponse:
     """A form (budget, namespace, query, min_score) and, once submitted, the messages a model would get."""
-    thread: Thread = selectors.thread_get_for_read(actor=request.user, thread_id=thread_id)
     form = {
         "budget": request.GET.get("budget", ""),
         "namespace": request.GET.get("namespace", ""),
@@ -45,7 +44,7 @@ def context_preview_page(request: HttpRequest, thread_id: str) -> HttpResponse:
     if form["budget"]:
         try:
             preview = turns.context_preview(
-                actor=request.user, thread_id=thread.thread_id,
+                actor=request.user, thread_id=thread_id,
                 budget=params.parse_int(form["budget"], name="budget", minimum=1, maximum=turns.PREVIEW_BUDGET_MAX),
                 namespace=form["namespace"].strip() or None,
                 query=form["query"] or None,
@@ -54,6 +53,8 @@ def context_preview_page(request: HttpRequest, thread_id: str) -> HttpResponse:
         except InvalidInput as exc:
             # The form shows the error beside its field instead of an error page.
             errors, status = exc.fields or {"budget": [exc.message]}, 400
+    # One audited read per view: the preview's own read when it ran, else this one.
+    thread: Thread = selectors.thread_get_for_read(actor=request.user, thread_id=thread_id, audit=preview is None)
     context = {"thread": thread, "form": form, "preview": preview, "errors": errors,
                "default_min_score": DEFAULT_MIN_SCORE}
     template = "turns/context_preview.html"

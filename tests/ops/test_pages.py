@@ -90,8 +90,8 @@ def test_the_retention_page_takes_the_same_queries_at_any_size(client, admin_use
         RetentionPolicy.objects.create(agent_code=f"agent-{i}", keep_checkpoints=3, updated_by=admin_user)
         RetentionRun.objects.create(cutoff_now="2026-01-01T00:00:00Z", counts={"checkpoints": i})
     login_client(client, admin_user)
-    # session, user, role, policies (with their editor), runs
-    with django_assert_num_queries(5):
+    # session, user, role, policies (with their editor), threads per policy (for the delete's confirmation), runs
+    with django_assert_num_queries(6):
         assert client.get("/retention/").status_code == 200
 
 
