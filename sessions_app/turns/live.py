@@ -1,0 +1,166 @@
+"""The live-turn event stream: server-sent events of a thread's pending turn (docs/turns.md, "Pages").
+
+An async generator: under the ASGI server an open stream is a coroutine waiting on an
+asyncio event, holding no thread and no database connection between its reads.
+
+- wake-ups: on PostgreSQL the stream waits on its thread's notification channel
+  (sessions_app/turns/listener.py: one LISTEN connection per process); every write
+  to the pending turn notifies it at commit, and the stream reads what is new. While
+  the listener is down (it reconnects) the stream reads at each heartbeat. On SQLite,
+  which cannot notify (`make run`, tests), it reads every MEMORYADMIN_TURN_SSE_POLL_SECONDS.
+- reads: the pending turn and its chunks after the last one sent, through the turn
+  services, in a thread (sync_to_async); the database connection is given back after
+  each read (to the process's pool under the ASGI server).
+- the end: `event: finished` when the followed turn is finished or discarded,
+  `event: timeout` after `max_seconds` or when the lease is lost; a client that
+  leaves cancels the coroutine (Django's ASGI handler listens for the disconnect),
+  and the finally block releases the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Callable
+
+from asgiref.sync import sync_to_async
+from django.db import connection
+from django.utils.html import escape
+
+from sessions_app.turns import listener
+from sessions_app.turns import services as turns
+from sessions_app.turns.models import Turn
+
+# What ends a line of an event stream: CRLF, a lone CR and a lone LF alike.
+_SSE_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def sse(event: str, data: str, event_id: int | None = None) -> str:
+    """One server-sent event whose payload can never forge a field of the stream.
+
+    A browser ends a line at CR, LF or CRLF, so the payload is split on all three and
+    each piece is a `data:` line of its own (the client joins them back with LF): a
+    chunk holding "\\revent: x" stays data. The event name and id are ours, never
+    content; one that could end a line is a bug, refused rather than sent.
+    """
+    event_id_text = "" if event_id is None else str(event_id)
+    if _SSE_LINE_BREAK.search(event) or _SSE_LINE_BREAK.search(event_id_text) or "\x00" in event_id_text:
+        raise ValueError(f"an event name or id cannot hold a line break: {event!r}, {event_id_text!r}")
+    lines = [f"event: {event}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id_text}")
+    lines.extend(f"data: {line}" for line in _SSE_LINE_BREAK.split(data))
+    return "\n".join(lines) + "\n\n"
+
+
+def released(fn: Callable) -> Callable:
+    """`fn` run in a thread, its database connection given back when it returns.
+
+    Inside a transaction (tests) the connection belongs to the caller and stays."""
+
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if not connection.in_atomic_block:
+                connection.close()
+
+    return sync_to_async(call)
+
+
+def _pending_turn(thread_pk: int) -> int | None:
+    return Turn.objects.filter(thread_id=thread_pk, status=Turn.Status.PENDING).values_list("pk", flat=True).first()
+
+
+def _read(thread_pk: int, followed: int | None, after: int, resume: tuple[int, int] | None):
+    """The pending turn now, and its chunks after the last one sent: (turn, after, chunks)."""
+    pending = _pending_turn(thread_pk)
+    if pending is None:
+        return None, after, []
+    if pending != followed:
+        after = resume[1] if resume and resume[0] == pending else -1
+    return pending, after, turns.pending_chunks_after(turn_id=pending, after=after)
+
+
+async def turn_events(
+    *,
+    thread_pk: int,
+    poll: float,
+    heartbeat: float,
+    max_seconds: float,
+    renew: Callable[[], bool] | None = None,
+    release: Callable[[], None] | None = None,
+    resume: tuple[int, int] | None = None,
+) -> AsyncIterator[str]:
+    """Server-sent events for a thread's pending turn: its new chunks, heartbeats, then the end.
+
+    Chunks go out HTML-escaped: htmx swaps them into the page as HTML, and agent text is
+    untrusted. A `: heartbeat` comment goes out every `heartbeat` seconds, also while
+    chunks flow (proxies close idle connections); each heartbeat calls `renew` (the
+    stream's lease), and the stream ends as on timeout when it answers False.
+    `resume=(turn_id, index)`: the page already shows that turn's chunks up to `index`,
+    so the stream starts after it (when that turn is still the pending one).
+    `release` runs however the stream ends.
+    """
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    next_beat = start + heartbeat
+    watch = None
+    read, renew_async, release_async = released(_read), renew and released(renew), release and released(release)
+    try:
+        if listener.listening_supported():
+            # Listening before the first read: a chunk committed after it wakes the stream.
+            watch = await listener.listener().subscribe(listener.turn_channel(thread_pk))
+        yield "retry: 2000\n\n"
+        followed, after, woken = None, -1, True
+        while True:
+            if woken:
+                pending, after, chunks = await read(thread_pk, followed, after, resume)
+                if pending is None and followed is not None:
+                    yield sse("finished", "")
+                    return
+                followed = pending if pending is not None else followed
+                for index, text in chunks:
+                    after = index
+                    yield sse("chunk", escape(text), index)
+            now = loop.time()
+            if now - start >= max_seconds:
+                yield sse("timeout", "")
+                return
+            if now >= next_beat:
+                next_beat = now + heartbeat
+                if renew_async is not None and not await renew_async():
+                    yield sse("timeout", "")
+                    return
+                yield ": heartbeat\n\n"
+            wait = max(0.0, min(next_beat, start + max_seconds) - loop.time())
+            if watch is None:
+                await asyncio.sleep(min(poll, wait))
+                woken = True
+            else:
+                # Without a listening connection (it reconnects), read at every heartbeat.
+                woken = await watch.wait(wait) or not watch.listening
+    finally:
+        if watch is not None:
+            watch.close()
+        if release_async is not None:
+            await release_async()
+
+
+class LeasedEvents:
+    """A stream's events for StreamingHttpResponse, and the release of its lease at the response's close.
+
+    The events' own finally block releases the lease however they end; a response closed
+    before its first event never ran them, so Django's close() of the response (it
+    calls this close()) releases it too. Releasing twice deletes nothing the second time.
+    """
+
+    def __init__(self, events: AsyncIterator[str], release: Callable[[], None]):
+        self._events = events
+        self._release = release
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._events
+
+    def close(self) -> None:
+        self._release()
