@@ -134,13 +134,14 @@ class Server:
 
 
 class Gunicorn:
-    """The production server, `gunicorn -c gunicorn.conf.py`, sized by its GUNICORN_* variables.
+    """The production server, `gunicorn -c gunicorn.conf.py` (uvicorn's ASGI workers), sized by
+    its GUNICORN_* variables.
 
     `database_url` is the database it serves (a test's own, for tests that write rows the
     server must see: `django_db(transaction=True)`). Stopped with SIGTERM, else SIGKILL.
     """
 
-    def __init__(self, database_url: str, *, workers: int, threads: int, **extra_env: str):
+    def __init__(self, database_url: str, *, workers: int, **extra_env: str):
         self.port = free_port()
         self.metrics = Path(tempfile.mkdtemp(prefix="ma-metrics-"))
         self.env = {
@@ -151,7 +152,6 @@ class Gunicorn:
             },
             "GUNICORN_BIND": f"127.0.0.1:{self.port}",
             "GUNICORN_WORKERS": str(workers),
-            "GUNICORN_THREADS": str(threads),
             "GUNICORN_ACCESS_LOG": "",
             "GUNICORN_LOG_LEVEL": "warning",
             # Streams still open when the test stops the server are not waited for.
