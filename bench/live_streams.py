@@ -5,7 +5,8 @@
 
 Opens `--streams` event streams of the dashboard (`/threads/<id>/turns/stream`, spread
 over `--threads`, whose pending turns it begins through the API), keeps them open for
-`--seconds` at most, and reopens one that ends (a 429 waits for its Retry-After).
+`--seconds` at most, and reopens one that ends (a 429 waits for its Retry-After). Tabs
+open at `--open-rate` a second, not all in the same instant.
 Meanwhile it appends `--chunks-per-second` chunks through the API, round robin over the
 threads, each carrying the time it was sent, so every stream of that thread receives
 it and the delivery delay is measured. Stops at `--seconds` or on SIGTERM and prints
@@ -27,7 +28,7 @@ import httpx
 
 class Totals:
     def __init__(self):
-        self.opened = self.refused = self.ended = self.failed = self.sent = self.received = 0
+        self.opened = self.refused = self.unavailable = self.ended = self.failed = self.sent = self.received = 0
         self.open_now = 0
         self.delays: list[float] = []
         self.all_open_at: float | None = None
@@ -47,7 +48,11 @@ async def hold_stream(host: str, port: int, path: str, cookie: str, totals: Tota
             head = await reader.readuntil(b"\r\n\r\n")
             status = int(head.split(b" ", 2)[1])
             if status != 200:
-                totals.refused += 1
+                # 429 past a limit, 503 when the database did not answer in time: retry, as a browser does.
+                if status == 429:
+                    totals.refused += 1
+                else:
+                    totals.unavailable += 1
                 retry = next((line.split(b":", 1)[1] for line in head.split(b"\r\n") if line.lower().startswith(b"retry-after:")), b"1")
                 await asyncio.sleep(min(5.0, float(retry.strip() or 1)))
                 continue
@@ -111,6 +116,7 @@ async def main() -> None:
     parser.add_argument("--streams", type=int, default=500)
     parser.add_argument("--seconds", type=float, default=600)
     parser.add_argument("--chunks-per-second", type=float, default=10)
+    parser.add_argument("--open-rate", type=float, default=50, help="streams opened per second at the start")
     args = parser.parse_args()
     if args.streams > 5000 or args.seconds > 7200:
         raise SystemExit("bounded: at most 5000 streams for at most 2 hours")
@@ -121,18 +127,18 @@ async def main() -> None:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.call_later(args.seconds, stop.set)
     started = time.time()
-    holders = [
-        asyncio.create_task(hold_stream(url.hostname, url.port, f"/threads/{threads[i % len(threads)]}/turns/stream",
-                                        args.cookie, totals, stop, args.streams))
-        for i in range(args.streams)
-    ]
+    holders = []
+    for i in range(args.streams):
+        path = f"/threads/{threads[i % len(threads)]}/turns/stream"
+        holders.append(asyncio.create_task(hold_stream(url.hostname, url.port, path, args.cookie, totals, stop, args.streams)))
+        await asyncio.sleep(1 / args.open_rate)
     feeder = asyncio.create_task(feed(args.base, args.key, threads, args.chunks_per_second, totals, stop))
     await stop.wait()
     for task in [*holders, feeder]:
         task.cancel()
     await asyncio.gather(*holders, feeder, return_exceptions=True)
     print("STREAMS " + json.dumps({
-        "streams": args.streams, "opened": totals.opened, "refused": totals.refused, "ended_early": totals.ended,
+        "streams": args.streams, "opened": totals.opened, "refused": totals.refused, "unavailable": totals.unavailable, "ended_early": totals.ended,
         "failed": totals.failed, "all_open_after_s": round(totals.all_open_at - started, 1) if totals.all_open_at else None,
         "chunks_sent": totals.sent, "chunks_received": totals.received,
         "delay_p50_ms": round(_percentile(totals.delays, 0.5) * 1000, 1),

@@ -272,7 +272,8 @@ def stream_report(holder: subprocess.Popen, master: int, url: str, streams: int)
     seen = json.loads(line[len("STREAMS "):]) if line else {}
     return (
         f"{streams} live streams: {open_now} open at the end of the scenarios (leases), opened {seen.get('opened')} times "
-        f"(all {streams} open after {seen.get('all_open_after_s')} s), {seen.get('refused')} refusals (429), "
+        f"(all {streams} open after {seen.get('all_open_after_s')} s, opened at 50 a second), {seen.get('refused')} refusals "
+        f"(429), {seen.get('unavailable')} opens answered 503 (the database did not answer in time; the client retried), "
         f"{seen.get('ended_early')} ended by the server, {seen.get('failed')} failed; {seen.get('chunks_sent'):,} chunks "
         f"appended through the API, {seen.get('chunks_received'):,} chunk events received by the streams, delivered in "
         f"p50 {seen.get('delay_p50_ms')} ms, p99 {seen.get('delay_p99_ms')} ms, max {seen.get('delay_max_ms')} ms after "
