@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 from asgiref.sync import sync_to_async
 from django.db import connection
@@ -164,3 +164,50 @@ class LeasedEvents:
 
     def close(self) -> None:
         self._release()
+
+
+class EventsInThisThread:
+    """The events for a WSGI server (`manage.py runserver`), which iterates a response in the
+    request's thread: an event loop of its own runs the generator, event by event (Django
+    would otherwise read an async stream to its end before sending a byte). close(), which
+    the server calls when the response is done or the client left, ends the generator and
+    releases the lease, also when the stream never started. On PostgreSQL that loop has a
+    listener of its own: under the development server each stream has a listening
+    connection, not one per process as under the ASGI server."""
+
+    def __init__(self, events: AsyncIterator[str], release: Callable[[], None]):
+        self._events = events
+        self._release = release
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        try:
+            return self._loop.run_until_complete(anext(self._events))
+        except StopAsyncIteration:
+            self.close()
+            raise StopIteration from None
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._loop is not None:
+                self._loop.run_until_complete(self._events.aclose())
+                pending = asyncio.all_tasks(self._loop)
+                for task in pending:
+                    task.cancel()
+                self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        finally:
+            if self._loop is not None:
+                self._loop.close()
+            self._release()

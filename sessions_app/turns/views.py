@@ -11,6 +11,7 @@ import functools
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.handlers.asgi import ASGIRequest
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
@@ -121,7 +122,12 @@ async def turns_stream(request: HttpRequest, thread_id: str) -> HttpResponseBase
         release=release,
         resume=resume,
     )
-    response = StreamingHttpResponse(live.LeasedEvents(events, release), content_type="text/event-stream")
+    if isinstance(request, ASGIRequest):
+        content = live.LeasedEvents(events, release)
+    else:
+        # A WSGI server (the development server) sends what a generator yields, event by event.
+        content = live.EventsInThisThread(events, release)
+    response = StreamingHttpResponse(content, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     # nginx would otherwise buffer the stream and deliver it at the end.
     response["X-Accel-Buffering"] = "no"

@@ -60,7 +60,7 @@ async def rest(stream) -> list[str]:
 
 # Chunks appended while the stream is open: committed, so that PostgreSQL notifies at commit.
 @pytest.mark.django_db(transaction=True)
-@override_settings(**FAST)
+@override_settings(**{**FAST, "MEMORYADMIN_TURN_SSE_MAX_SECONDS": 10})
 def test_the_stream_sends_new_chunks_escaped_and_ends_when_the_turn_finishes(alice, thread):
     turns.turn_begin(actor=alice, thread_id="live", question="q")
     turns.turn_append_chunk(actor=alice, thread_id="live", text="<b>one</b>\ntwo")
@@ -191,3 +191,23 @@ def test_without_javascript_the_turns_link_opens_a_page(client, alice, thread):
     login_client(client, alice)
     page = client.get("/threads/live/turns/").content.decode()
     assert page.lstrip().lower().startswith("<!doctype html>") and "app.css" in page and "No turns yet." in page
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(**{**FAST, "MEMORYADMIN_TURN_SSE_MAX_SECONDS": 5})
+def test_under_a_wsgi_server_the_stream_is_sent_event_by_event(client, alice, thread):
+    """The development server (WSGI) iterates the response in its thread: each event goes out
+    as it comes, not the whole stream at its end; closing the response releases the lease."""
+    turns.turn_begin(actor=alice, thread_id="live", question="q")
+    login_client(client, alice)
+    response = client.get("/threads/live/turns/stream")
+    buffer = ""
+    pieces = iter(response.streaming_content)
+    while "retry: 2000" not in buffer:
+        buffer += next(pieces).decode()
+    turns.turn_append_chunk(actor=alice, thread_id="live", text="now")
+    while "data: now" not in buffer:
+        buffer += next(pieces).decode()
+    assert TurnStreamLease.objects.count() == 1
+    response.close()
+    assert TurnStreamLease.objects.count() == 0
