@@ -10,7 +10,10 @@ asyncio event, holding no thread and no database connection between its reads.
   which cannot notify (`make run`, tests), it reads every MEMORYADMIN_TURN_SSE_POLL_SECONDS.
 - reads: the pending turn and its chunks after the last one sent, through the turn
   services, in a thread (sync_to_async); the database connection is given back after
-  each read (to the process's pool under the ASGI server).
+  each read (to the process's pool under the ASGI server). The streams of one process
+  take at most STREAM_DB_SLOTS connections at a time (`database_slot`): hundreds of
+  streams woken at once queue in the event loop, and the pool keeps connections for
+  the API and the pages.
 - the end: `event: finished` when the followed turn is finished or discarded,
   `event: timeout` after `max_seconds` or when the lease is lost; a client that
   leaves cancels the coroutine (Django's ASGI handler listens for the disconnect),
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from asgiref.sync import sync_to_async
@@ -53,8 +57,21 @@ def sse(event: str, data: str, event_id: int | None = None) -> str:
     return "\n".join(lines) + "\n\n"
 
 
+# Database work of the streams of one process (opens, reads, renewals) at once, at most.
+STREAM_DB_SLOTS = 2
+_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def database_slot() -> asyncio.Semaphore:
+    """This event loop's (this worker process's) slots for the streams' database work."""
+    loop = asyncio.get_running_loop()
+    if loop not in _slots:
+        _slots[loop] = asyncio.Semaphore(STREAM_DB_SLOTS)
+    return _slots[loop]
+
+
 def released(fn: Callable) -> Callable:
-    """`fn` run in a thread, its database connection given back when it returns.
+    """`fn` run in a thread when a slot is free, its database connection given back when it returns.
 
     Inside a transaction (tests) the connection belongs to the caller and stays."""
 
@@ -65,7 +82,13 @@ def released(fn: Callable) -> Callable:
             if not connection.in_atomic_block:
                 connection.close()
 
-    return sync_to_async(call)
+    in_thread = sync_to_async(call)
+
+    async def run(*args, **kwargs):
+        async with database_slot():
+            return await in_thread(*args, **kwargs)
+
+    return run
 
 
 def _pending_turn(thread_pk: int) -> int | None:

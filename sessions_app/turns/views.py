@@ -83,6 +83,11 @@ def _resume(request: HttpRequest) -> tuple[int, int] | None:
     )
 
 
+def _give_back_connection() -> None:
+    if not connection.in_atomic_block:
+        connection.close()
+
+
 def _stream_open(actor, thread_id: str):
     """The thread (if the actor may read it) and a lease for its stream, or StreamLimitReached."""
     try:
@@ -106,8 +111,11 @@ async def turns_stream(request: HttpRequest, thread_id: str) -> HttpResponseBase
     """
     resume = _resume(request)
     user = await request.auser()
+    # The sign-in check borrowed a connection: give it back before waiting for a slot.
+    await sync_to_async(_give_back_connection)()
     try:
-        thread, lease = await sync_to_async(_stream_open)(user, thread_id)
+        async with live.database_slot():
+            thread, lease = await sync_to_async(_stream_open)(user, thread_id)
     except streams.StreamLimitReached as exc:
         refused = HttpResponse(exc.message, status=exc.status, content_type="text/plain; charset=utf-8")
         refused["Retry-After"] = str(exc.retry_after)
