@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from contextlib import suppress
 
 from django.conf import settings
@@ -201,12 +200,15 @@ class Listener:
             await conn.execute("SELECT 1")  # quiet for HEALTH_SECONDS: is it still there?
 
 
-_listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Listener] = weakref.WeakKeyDictionary()
+_listeners: dict[asyncio.AbstractEventLoop, Listener] = {}
 
 
 def listener() -> Listener:
     """This event loop's listener, started on first use (one per worker process under ASGI)."""
     loop = asyncio.get_running_loop()
+    # Loops that ended (a development server's response, a test) take their listener with them.
+    for ended in [other for other in _listeners if other.is_closed()]:
+        del _listeners[ended]
     found = _listeners.get(loop)
     if found is None or found._task.done():
         found = _listeners[loop] = Listener(_conninfo())

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from asgiref.sync import sync_to_async
@@ -59,12 +58,14 @@ def sse(event: str, data: str, event_id: int | None = None) -> str:
 
 # Database work of the streams of one process (opens, reads, renewals) at once, at most.
 STREAM_DB_SLOTS = 2
-_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+_slots: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
 
 
 def database_slot() -> asyncio.Semaphore:
     """This event loop's (this worker process's) slots for the streams' database work."""
     loop = asyncio.get_running_loop()
+    for ended in [other for other in _slots if other.is_closed()]:
+        del _slots[ended]
     if loop not in _slots:
         _slots[loop] = asyncio.Semaphore(STREAM_DB_SLOTS)
     return _slots[loop]
