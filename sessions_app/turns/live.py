@@ -32,6 +32,7 @@ from django.utils.html import escape
 
 from sessions_app.turns import listener
 from sessions_app.turns import services as turns
+from sessions_app.turns import streams
 from sessions_app.turns.models import Turn
 
 # What ends a line of an event stream: CRLF, a lone CR and a lone LF alike.
@@ -92,6 +93,52 @@ def released(fn: Callable) -> Callable:
     return run
 
 
+class Leases:
+    """The leases of this event loop's open streams, renewed together.
+
+    A stream at its heartbeat asks for its lease to be renewed; when the last renewal
+    is older than `max_age` (half a heartbeat) one statement renews every open stream's
+    lease of this process (`streams.stream_renew_many`), and every stream asking
+    meanwhile waits for that one. So renewals cost one statement per process and
+    heartbeat, not one per stream.
+    """
+
+    def __init__(self):
+        self.open: set[int] = set()
+        self._present: set[int] = set()
+        self._at = float("-inf")
+        self._running: asyncio.Future | None = None
+
+    async def renew(self, lease_id: int, max_age: float) -> bool:
+        """False when the stream's lease is gone (it expired and its place may be taken)."""
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._at >= max_age or lease_id not in self._present:
+            if self._running is None:
+                self._running = asyncio.ensure_future(self._renew_all())
+            await asyncio.shield(self._running)
+        return lease_id in self._present
+
+    async def _renew_all(self) -> None:
+        try:
+            ids = set(self.open)
+            self._present = await released(streams.stream_renew_many)(ids)
+            self._at = asyncio.get_running_loop().time()
+        finally:
+            self._running = None
+
+
+_leases: dict[asyncio.AbstractEventLoop, Leases] = {}
+
+
+def leases() -> Leases:
+    loop = asyncio.get_running_loop()
+    for ended in [other for other in _leases if other.is_closed()]:
+        del _leases[ended]
+    if loop not in _leases:
+        _leases[loop] = Leases()
+    return _leases[loop]
+
+
 def _pending_turn(thread_pk: int) -> int | None:
     return Turn.objects.filter(thread_id=thread_pk, status=Turn.Status.PENDING).values_list("pk", flat=True).first()
 
@@ -112,7 +159,7 @@ async def turn_events(
     poll: float,
     heartbeat: float,
     max_seconds: float,
-    renew: Callable[[], bool] | None = None,
+    lease_id: int | None = None,
     release: Callable[[], None] | None = None,
     resume: tuple[int, int] | None = None,
 ) -> AsyncIterator[str]:
@@ -120,8 +167,8 @@ async def turn_events(
 
     Chunks go out HTML-escaped: htmx swaps them into the page as HTML, and agent text is
     untrusted. A `: heartbeat` comment goes out every `heartbeat` seconds, also while
-    chunks flow (proxies close idle connections); each heartbeat calls `renew` (the
-    stream's lease), and the stream ends as on timeout when it answers False.
+    chunks flow (proxies close idle connections); each heartbeat renews the stream's
+    lease `lease_id` (`Leases`), and the stream ends as on timeout when it is gone.
     `resume=(turn_id, index)`: the page already shows that turn's chunks up to `index`,
     so the stream starts after it (when that turn is still the pending one).
     `release` runs however the stream ends.
@@ -130,7 +177,10 @@ async def turn_events(
     start = loop.time()
     next_beat = start + heartbeat
     watch = None
-    read, renew_async, release_async = released(_read), renew and released(renew), release and released(release)
+    read, release_async = released(_read), release and released(release)
+    kept = leases()
+    if lease_id is not None:
+        kept.open.add(lease_id)
     try:
         if listener.listening_supported():
             # Listening before the first read: a chunk committed after it wakes the stream.
@@ -153,7 +203,7 @@ async def turn_events(
                 return
             if now >= next_beat:
                 next_beat = now + heartbeat
-                if renew_async is not None and not await renew_async():
+                if lease_id is not None and not await kept.renew(lease_id, heartbeat / 2):
                     yield sse("timeout", "")
                     return
                 yield ": heartbeat\n\n"
@@ -165,6 +215,7 @@ async def turn_events(
                 # Without a listening connection (it reconnects), read at every heartbeat.
                 woken = await watch.wait(wait) or not watch.listening
     finally:
+        kept.open.discard(lease_id)
         if watch is not None:
             watch.close()
         if release_async is not None:

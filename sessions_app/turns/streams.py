@@ -14,7 +14,8 @@ and one server give to streams (memory, event-loop time, file descriptors). The 
   process and every server see the same numbers. Opens are serialised (a
   transaction-scoped advisory lock on PostgreSQL, the write lock taken at BEGIN on
   SQLite), so two processes cannot both take the last place.
-- renew: each heartbeat of the stream renews its lease; a lease not renewed for
+- renew: each heartbeat of the stream renews its lease (the streams of one process
+  together, in one statement: sessions_app/turns/live.py); a lease not renewed for
   MEMORYADMIN_TURN_SSE_LEASE_SECONDS (its worker was killed) no longer counts and is
   deleted by the next open.
 - release: the lease goes when the stream ends, whatever the reason (the client
@@ -108,10 +109,15 @@ def stream_open(*, actor, thread: Thread) -> TurnStreamLease:
         )
 
 
-def stream_renew(lease: TurnStreamLease) -> bool:
-    """Mark the stream alive now; False when its lease is gone (it expired and was deleted:
-    its place may be taken, so the stream must end)."""
-    return TurnStreamLease.objects.filter(pk=lease.pk).update(renewed_at=timezone.now()) == 1
+def stream_renew_many(lease_ids: set[int]) -> set[int]:
+    """Mark these streams alive now, in one statement; the ids whose leases are still there
+    (a missing one expired and was deleted: its stream must end)."""
+    if not lease_ids:
+        return set()
+    renewed = TurnStreamLease.objects.filter(pk__in=lease_ids).update(renewed_at=timezone.now())
+    if renewed == len(lease_ids):
+        return set(lease_ids)
+    return set(TurnStreamLease.objects.filter(pk__in=lease_ids).values_list("pk", flat=True))
 
 
 def stream_release(lease: TurnStreamLease) -> None:

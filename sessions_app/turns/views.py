@@ -126,7 +126,7 @@ async def turns_stream(request: HttpRequest, thread_id: str) -> HttpResponseBase
         poll=settings.MEMORYADMIN_TURN_SSE_POLL_SECONDS,
         heartbeat=settings.MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS,
         max_seconds=settings.MEMORYADMIN_TURN_SSE_MAX_SECONDS,
-        renew=lambda: streams.stream_renew(lease),
+        lease_id=lease.pk,
         release=release,
         resume=resume,
     )

@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import asyncio
+import functools
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -279,3 +280,25 @@ def test_the_limits_follow_the_servers_worker_count():
 )
 def test_stream_settings_that_cannot_work_are_refused_at_start(env):
     assert "ImproperlyConfigured" in _settings_in_a_process(**env).get("error", "")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_streams_of_a_process_renew_their_leases_in_one_statement(alice, thread):
+    from django.test.utils import CaptureQueriesContext
+
+    from sessions_app.turns import live
+
+    rows = [lease_of(alice, pid=os.getpid(), age=3) for _ in range(3)]
+
+    async def scenario(max_age: float):
+        kept = live.leases()
+        kept.open.update(row.pk for row in rows)
+        return await asyncio.gather(*(kept.renew(row.pk, max_age) for row in rows))
+
+    with CaptureQueriesContext(connection) as queries:
+        assert run(functools.partial(scenario, 60)) == [True, True, True]
+    assert sum(q["sql"].startswith("UPDATE") for q in queries.captured_queries) == 1
+    assert all(row.renewed_at < TurnStreamLease.objects.get(pk=row.pk).renewed_at for row in rows)
+    # A lease deleted meanwhile (expired, its place taken): its stream is told to end.
+    rows[1].delete()
+    assert run(functools.partial(scenario, 0)) == [True, False, True]
