@@ -172,15 +172,17 @@ class Gunicorn:
                 [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py"], cwd=ROOT, env=self.env,
                 stdout=log, stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + 60
+        # Generous: on a shared 2-core machine a preloading master can take a while.
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline and self.proc.poll() is None:
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
                 time.sleep(0.1)
+        log = self.log.read_text()[-2000:]  # before stop(), which removes its directory
         self.stop()
-        raise RuntimeError("gunicorn did not start: " + self.log.read_text()[-2000:])
+        raise RuntimeError("gunicorn did not start: " + log)
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

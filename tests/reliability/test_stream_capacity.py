@@ -219,13 +219,14 @@ def test_a_killed_workers_streams_stop_counting_when_their_leases_expire(watched
         # Its leases outlive it (nothing released them): the server still counts them.
         assert Watcher(server, path, session).status == 429
         reopened = []
-        while len(reopened) < len(dead) and time.monotonic() - killed < 12:
+        while len(reopened) < len(dead) and time.monotonic() - killed < 20:
             watcher = Watcher(server, path, session)
             if watcher.status == 200:
                 reopened.append(watcher)
             else:
                 time.sleep(0.2)
-        assert len(reopened) == len(dead) and time.monotonic() - killed <= 5 + 3
+        # The lease time (5 s) and room for a loaded machine; before it, the places stay taken.
+        assert len(reopened) == len(dead) and 5 - 1 <= time.monotonic() - killed <= 5 + 8
         assert not dead & {lease.pk for lease in _leases()}
         for watcher in [*watchers, *reopened]:
             with suppress(OSError):
