@@ -52,12 +52,13 @@ class RetentionPolicy(models.Model):
 
 
 class RetentionRun(models.Model):
-    """One `retention apply` (from cron or the dashboard) and what it removed.
+    """One apply (the command line, the queue's schedule or the page) and what it removed.
 
     Dry runs are not stored: a dry run writes nothing at all.
     """
 
     class Status(models.TextChoices):
+        QUEUED = "queued"
         RUNNING = "running"
         DONE = "done"
         PARTIAL = "partial"

@@ -15,7 +15,6 @@ urlpatterns = [
     path("bulk/start", views.bulk_start, name="bulk-start"),
     path("bulk/export", views.bulk_export, name="bulk-export"),
     path("bulk/<int:job_id>/", views.bulk_job, name="bulk-job"),
-    path("bulk/<int:job_id>/step", views.bulk_step, name="bulk-step"),
     path("retention/", views.retention_page, name="retention"),
     path("retention/policies", views.retention_policy_save, name="retention-policy-save"),
     path("retention/policies/delete", views.retention_policy_delete, name="retention-policy-delete"),

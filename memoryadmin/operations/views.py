@@ -22,9 +22,6 @@ from memoryadmin.errors import InvalidInput
 from memoryadmin.operations import bulk, dashboard, erase, export, retention, search
 from sessions_app.threads import selectors
 
-# An apply from the browser stops between batches after this long; cron finishes big backlogs.
-WEB_RETENTION_SECONDS = 20
-
 
 @require_GET
 @login_required
@@ -105,20 +102,12 @@ def bulk_start(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def bulk_job(request: HttpRequest, job_id: int) -> HttpResponse:
+    """A job's progress, read from its row (the queue's worker runs it); htmx refreshes the fragment."""
     job = bulk.bulk_job_get(actor=request.user, job_id=job_id)
     template = "operations/bulk_job.html"
     if request.htmx:
         template += "#job-progress"
     return render(request, template, {"job": job})
-
-@require_POST
-@login_required
-def bulk_step(request: HttpRequest, job_id: int) -> HttpResponse:
-    """Process the next batch and answer the progress fragment (which asks for the next step)."""
-    job = bulk.bulk_step(actor=request.user, job_id=job_id, request=request)
-    if request.htmx:
-        return render(request, "operations/bulk_job.html#job-progress", {"job": job})
-    return redirect(reverse("bulk-job", args=[job.pk]))
 
 @require_POST
 @login_required
@@ -184,11 +173,13 @@ def retention_policy_delete(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def retention_apply(request: HttpRequest) -> HttpResponse:
-    run = retention.retention_apply(actor=request.user, via="web", max_seconds=WEB_RETENTION_SECONDS, request=request)
-    if run.status == "partial":
-        messages.warning(request, f"Run {run.pk} stopped after {WEB_RETENTION_SECONDS} seconds; apply again to continue (or use manage.py retention apply).")
+    """Queue an apply at this instant; the history shows it from queued to done."""
+    run = retention.retention_enqueue(actor=request.user, request=request)
+    run.refresh_from_db()
+    if run.status == "queued":
+        messages.success(request, f"Run {run.pk} is queued: a worker applies the policies as of now.")
     else:
-        messages.success(request, f"Run {run.pk} done: {run.counts.get('checkpoints', 0)} checkpoints, {run.counts.get('blocks', 0)} blocks, {run.counts.get('items', 0)} store items removed.")
+        messages.success(request, f"Run {run.pk} {run.status}: {run.counts.get('checkpoints', 0)} checkpoints, {run.counts.get('blocks', 0)} blocks, {run.counts.get('items', 0)} store items removed.")
     return redirect("retention")
 
 @require_http_methods(["GET", "POST"])

@@ -1,0 +1,41 @@
+"""The operations' jobs on the queue (memoryadmin/queue.py, docs/operations.md "Jobs").
+
+Each job is a loop over batches, and each batch is one transaction that also records
+the job's progress, so a worker killed mid-batch loses exactly that batch (rolled back
+with its connection) and the job, taken again, resumes after the last committed one.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from procrastinate.contrib.django import app
+
+from memoryadmin import queue
+from memoryadmin.operations import bulk, retention
+
+
+@app.task(name="bulk_job_run", queue=queue.QUEUE)
+@queue.job_connections_closed
+def bulk_job_run(job_id: int, batch: int = bulk.BATCH) -> None:
+    """A bulk job to its end. Two of these on one job share it batch by batch (the job row is locked)."""
+    bulk.bulk_run(job_id=job_id, batch=batch)
+
+
+@app.task(name="retention_run", queue=queue.QUEUE)
+@queue.job_connections_closed
+def retention_run(run_id: int) -> None:
+    """An apply asked for from the page, recorded as its RetentionRun when it was asked."""
+    retention.retention_run_queued(run_id=run_id)
+
+
+def retention_scheduled(timestamp: int) -> None:
+    """The policies applied at the scheduled instant (MEMORYADMIN_RETENTION_SCHEDULE), as the system."""
+    retention.retention_apply(now=queue.timestamp_datetime(timestamp), via="schedule")
+
+
+if settings.MEMORYADMIN_RETENTION_SCHEDULE:
+    app.periodic(cron=settings.MEMORYADMIN_RETENTION_SCHEDULE, periodic_id="retention")(
+        app.task(name="retention_scheduled", queue=queue.QUEUE, queueing_lock="retention-scheduled")(
+            queue.job_connections_closed(retention_scheduled)
+        )
+    )
