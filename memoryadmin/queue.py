@@ -154,7 +154,7 @@ class QueueCollector:
             "Age of the oldest waiting (todo) or running (doing) job, from when it was queued.",
             labels=["queue", "status"],
         )
-        rows = {(row["queue"], row["status"]): row for row in queue_stats()} if is_queued() else {}
+        rows = {(row["queue"], row["status"]): row for row in queue_stats()}
         if is_queued():
             for status in ("todo", "doing"):
                 rows.setdefault((QUEUE, status), {"jobs": 0, "oldest_seconds": 0.0})

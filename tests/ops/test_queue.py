@@ -224,3 +224,28 @@ def test_retention_and_the_store_sweep_run_from_the_queue_schedule(alice, worker
     workers("--one-shot").proc.wait(60)
     assert list(RetentionRun.objects.order_by("id").values_list("cutoff_now", flat=True)) == [base, base + timedelta(days=1)]
     assert not Block.objects.filter(archived=True).exists()
+
+
+def test_metrics_show_the_queue_depth_and_the_age_of_the_oldest_job(client, alice, admin_user, workers):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    many_threads(alice, 3)
+    for _ in range(2):
+        bulk.bulk_start(actor=admin_user, action="clear", selection=bulk.Selection(filter={"q": "bulk"}))
+    with connection.cursor() as cursor:  # the first was queued a minute ago
+        cursor.execute("UPDATE procrastinate_events SET at = now() - interval '60 seconds' WHERE job_id = (SELECT min(id) FROM procrastinate_jobs)")
+
+    def gauges() -> dict:
+        families = text_string_to_metric_families(client.get("/metrics").content.decode())
+        return {
+            (family.name, sample.labels["status"]): sample.value
+            for family in families if family.name.startswith("jobs_queue")
+            for sample in family.samples if sample.labels.get("queue") == "jobs"
+        }
+
+    before = gauges()
+    assert before[("jobs_queue_depth", "todo")] == 2 and before[("jobs_queue_depth", "doing")] == 0
+    assert 60 <= before[("jobs_queue_oldest_seconds", "todo")] < 120
+    workers()
+    wait_for(lambda: BulkJob.objects.filter(status="done").count() == 2, what="both jobs")
+    wait_for(lambda: gauges()[("jobs_queue_depth", "todo")] == 0 or None, what="an empty queue")
