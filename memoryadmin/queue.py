@@ -10,17 +10,18 @@ SKIP LOCKED` and wake on `LISTEN/NOTIFY`, on a connection of their own
 SQLite has no queue: `job_enqueue` runs the task in the same process once the
 transaction commits, which is what a development server on a file database can
 honestly offer (and `manage.py bulk_jobs run` finishes a job interrupted there).
+procrastinate's Django app closes a task's database connections around it, as Django
+does around a request.
 """
 
 from __future__ import annotations
 
 import datetime
-import functools
 import logging
 from typing import Any, Iterable
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, close_old_connections, connection, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from procrastinate import PsycopgConnector
 from procrastinate.contrib.django import app
 from procrastinate.contrib.django.utils import connector_params
@@ -63,28 +64,6 @@ def job_enqueue(name: str, **kwargs: Any) -> int | None:
     task = app.tasks[name]
     transaction.on_commit(lambda: task(**kwargs))
     return None
-
-
-def job_connections_closed(func):
-    """In a worker, a task's database connection is closed before and after it, as Django does per request.
-
-    A worker runs tasks in threads that outlive them: without this, a connection dropped
-    by the server (or by a pooler) would be reused by the next task. A task run in place
-    (SQLite) or inside a caller's transaction leaves the caller's connection alone.
-    """
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        managed = not connection.in_atomic_block
-        if managed:
-            close_old_connections()
-        try:
-            return func(*args, **kwargs)
-        finally:
-            if managed and not connection.in_atomic_block:
-                connection.close()
-
-    return wrapper
 
 
 def worker_connector() -> PsycopgConnector:

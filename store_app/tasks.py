@@ -16,5 +16,5 @@ def store_sweep(timestamp: int) -> None:
 
 if settings.MEMORYADMIN_STORE_SWEEP_SCHEDULE:
     app.periodic(cron=settings.MEMORYADMIN_STORE_SWEEP_SCHEDULE, periodic_id="store-sweep")(
-        app.task(name="store_sweep", queue=queue.QUEUE, queueing_lock="store-sweep")(queue.job_connections_closed(store_sweep))
+        app.task(name="store_sweep", queue=queue.QUEUE, queueing_lock="store-sweep")(store_sweep)
     )

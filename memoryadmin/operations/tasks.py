@@ -11,21 +11,25 @@ from django.conf import settings
 from procrastinate.contrib.django import app
 
 from memoryadmin import queue
-from memoryadmin.operations import bulk, retention
+from memoryadmin.operations import bulk, erase, retention
 
 
 @app.task(name="bulk_job_run", queue=queue.QUEUE)
-@queue.job_connections_closed
 def bulk_job_run(job_id: int, batch: int = bulk.BATCH) -> None:
     """A bulk job to its end. Two of these on one job share it batch by batch (the job row is locked)."""
     bulk.bulk_run(job_id=job_id, batch=batch)
 
 
 @app.task(name="retention_run", queue=queue.QUEUE)
-@queue.job_connections_closed
 def retention_run(run_id: int) -> None:
     """An apply asked for from the page, recorded as its RetentionRun when it was asked."""
     retention.retention_run_queued(run_id=run_id)
+
+
+@app.task(name="user_erase_run", queue=queue.QUEUE)
+def user_erase_run(job_id: int) -> None:
+    """An erase too large for the page's request (memoryadmin/operations/erase.py)."""
+    erase.user_erase_job_run(job_id=job_id)
 
 
 def retention_scheduled(timestamp: int) -> None:
@@ -36,6 +40,6 @@ def retention_scheduled(timestamp: int) -> None:
 if settings.MEMORYADMIN_RETENTION_SCHEDULE:
     app.periodic(cron=settings.MEMORYADMIN_RETENTION_SCHEDULE, periodic_id="retention")(
         app.task(name="retention_scheduled", queue=queue.QUEUE, queueing_lock="retention-scheduled")(
-            queue.job_connections_closed(retention_scheduled)
+            retention_scheduled
         )
     )

@@ -20,4 +20,5 @@ urlpatterns = [
     path("retention/policies/delete", views.retention_policy_delete, name="retention-policy-delete"),
     path("retention/apply", views.retention_apply, name="retention-apply"),
     path("erase/", views.user_erase, name="user-erase"),
+    path("erase/jobs/<int:job_id>/", views.user_erase_job, name="user-erase-job"),
 ]

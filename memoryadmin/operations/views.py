@@ -20,6 +20,7 @@ from memoryadmin import params, policy
 from memoryadmin.errors import InvalidInput
 
 from memoryadmin.operations import bulk, dashboard, erase, export, retention, search
+from memoryadmin.operations.models import EraseJob
 from sessions_app.threads import selectors
 
 
@@ -194,14 +195,28 @@ def user_erase(request: HttpRequest) -> HttpResponse:
             context["preview"] = erase.user_erase_preview(actor=request.user, username=username)
             context["error"] = "Type the username again to confirm."
             return render(request, "operations/erase.html", context, status=400)
-        context["receipt"] = erase.user_erase(
+        outcome = erase.user_erase_start(
             actor=request.user,
             username=username,
             revoke_access=params.parse_bool(request.POST.get("revoke_access"), name="revoke_access", default=False),
             request=request,
         )
+        if isinstance(outcome, EraseJob):
+            return redirect(reverse("user-erase-job", args=[outcome.pk]))
+        context["receipt"] = outcome
         context["receipt_json"] = json.dumps(context["receipt"], indent=2)
         return render(request, "operations/erase.html", context)
     if username:
         context["preview"] = erase.user_erase_preview(actor=request.user, username=username)
     return render(request, "operations/erase.html", context)
+
+
+@require_GET
+@login_required
+def user_erase_job(request: HttpRequest, job_id: int) -> HttpResponse:
+    """A queued erase: its status read from its row, then its receipt; htmx refreshes the fragment."""
+    job = erase.user_erase_job_get(actor=request.user, job_id=job_id)
+    template = "operations/erase_job.html"
+    if request.htmx:
+        template += "#erase-progress"
+    return render(request, template, {"job": job, "receipt_json": json.dumps(job.receipt, indent=2)})

@@ -62,6 +62,7 @@ class Worker:
             # Behind PgBouncer the worker listens on PostgreSQL itself.
             "DATABASE_WORKER_URL": _url(os.environ.get("POSTGRES_DIRECT_PORT")),
             "MEMORYADMIN_WORKER_HEARTBEAT_SECONDS": str(HEARTBEAT),
+            "PYTHONUNBUFFERED": "1",
         }
         if os.environ.get("DJANGO_DB_POOLER"):
             env["DJANGO_DB_POOLER"] = os.environ["DJANGO_DB_POOLER"]
@@ -249,3 +250,25 @@ def test_metrics_show_the_queue_depth_and_the_age_of_the_oldest_job(client, alic
     workers()
     wait_for(lambda: BulkJob.objects.filter(status="done").count() == 2, what="both jobs")
     wait_for(lambda: gauges()[("jobs_queue_depth", "todo")] == 0 or None, what="an empty queue")
+
+
+def test_a_large_erase_runs_on_the_queue_and_its_page_shows_the_receipt(client, alice, admin_user, workers, monkeypatch):
+    from memoryadmin.operations import erase
+    from memoryadmin.operations.models import EraseJob
+
+    monkeypatch.setattr(erase, "INLINE_THREADS", 2)  # alice's three threads are then a job
+    ids = many_threads(alice, 3, prefix="mine")
+    login_client(client, admin_user)
+    response = client.post("/erase/", {"username": "alice", "confirm": "alice", "revoke_access": "1"})
+    job = EraseJob.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/erase/jobs/{job.pk}/"
+    assert job.status == "pending" and Thread.objects.filter(thread_id__in=ids).count() == 3
+    assert 'hx-get="/erase/jobs/' in client.get(response["Location"]).content.decode()
+    workers()
+    wait_for(lambda: EraseJob.objects.get().is_finished, what="the erase")
+    job.refresh_from_db()
+    assert job.status == "done" and job.receipt["counts"]["threads"] == 3 and job.receipt["erased_by"] == "adam"
+    assert not Thread.objects.filter(owner=alice).exists()
+    assert AuditEvent.objects.filter(action="user.erase", target="user:alice").count() == 1
+    page = client.get(f"/erase/jobs/{job.pk}/", HTTP_HX_REQUEST="true").content.decode()
+    assert 'data-status="done"' in page and 'data-count="threads">3<' in page and "hx-get" not in page
