@@ -36,7 +36,7 @@ demo: migrate
 # On PostgreSQL the job queue's worker (manage.py jobs_worker) runs beside the server and
 # stops with it; SQLite has no queue, and a job runs in the request that starts it
 # (docs/operations.md, "Jobs"). The worker does not reload on code changes: restart `make run`.
-QUEUED = $(PY) manage.py shell -c "from memoryadmin import queue; raise SystemExit(not queue.is_queued())"
+QUEUED = $(PY) manage.py shell -v 0 -c "from memoryadmin import queue; raise SystemExit(not queue.is_queued())"
 WITH_WORKER = if $(QUEUED); then $(PY) manage.py jobs_worker & trap "kill $$! 2>/dev/null" EXIT INT TERM; fi;
 
 run: demo
