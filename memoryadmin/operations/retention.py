@@ -563,6 +563,15 @@ def retention_run_queued(*, run_id: int) -> RetentionRun | None:
         return run
 
 
+def retention_scheduled_apply(*, now: datetime) -> RetentionRun:
+    """The queue's scheduled apply at `now`, as the system: taken again after its worker
+    died, it continues the same run (one run per scheduled instant)."""
+    run = RetentionRun.objects.filter(via="schedule", cutoff_now=now).order_by("id").first()
+    if run is not None and run.status != RetentionRun.Status.RUNNING:
+        return run
+    return retention_apply(now=now, via="schedule", run=run)
+
+
 def retention_runs(*, actor, limit: int = 50) -> list[RetentionRun]:
     """The history of applies, newest first (operators and admins)."""
     access.ensure_may_read_all(

@@ -34,7 +34,7 @@ def user_erase_run(job_id: int) -> None:
 
 def retention_scheduled(timestamp: int) -> None:
     """The policies applied at the scheduled instant (MEMORYADMIN_RETENTION_SCHEDULE), as the system."""
-    retention.retention_apply(now=queue.timestamp_datetime(timestamp), via="schedule")
+    retention.retention_scheduled_apply(now=queue.timestamp_datetime(timestamp))
 
 
 if settings.MEMORYADMIN_RETENTION_SCHEDULE:
