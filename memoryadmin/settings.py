@@ -293,6 +293,8 @@ PROCRASTINATE_WORKER_DEFAULTS = {
     # A finished job's queue row goes; what it did is in its own row (BulkJob, RetentionRun).
     "delete_jobs": "successful",
 }
+# Where the queue's exports (bulk exports too large for one request) are written.
+MEMORYADMIN_EXPORT_DIR = Path(env_str("MEMORYADMIN_EXPORT_DIR") or BASE_DIR / "var" / "exports")
 # What the queue runs on its own: the retention policies, the store's TTL sweep.
 MEMORYADMIN_RETENTION_SCHEDULE = env_cron("MEMORYADMIN_RETENTION_SCHEDULE", "15 3 * * *")
 MEMORYADMIN_STORE_SWEEP_SCHEDULE = env_cron("MEMORYADMIN_STORE_SWEEP_SCHEDULE", "*/10 * * * *")

@@ -11,7 +11,7 @@ from django.conf import settings
 from procrastinate.contrib.django import app
 
 from memoryadmin import queue
-from memoryadmin.operations import bulk, erase, retention
+from memoryadmin.operations import bulk, erase, export, retention
 
 
 @app.task(name="bulk_job_run", queue=queue.QUEUE)
@@ -30,6 +30,12 @@ def retention_run(run_id: int) -> None:
 def user_erase_run(job_id: int) -> None:
     """An erase too large for the page's request (memoryadmin/operations/erase.py)."""
     erase.user_erase_job_run(job_id=job_id)
+
+
+@app.task(name="bulk_export_run", queue=queue.QUEUE)
+def bulk_export_run(job_id: int) -> None:
+    """A bulk export too large to stream in one request, written to a file (memoryadmin/operations/export.py)."""
+    export.export_job_run(job_id=job_id)
 
 
 def retention_scheduled(timestamp: int) -> None:

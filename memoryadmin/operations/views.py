@@ -8,7 +8,7 @@ import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import FileResponse, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -20,7 +20,7 @@ from memoryadmin import params, policy
 from memoryadmin.errors import InvalidInput
 
 from memoryadmin.operations import bulk, dashboard, erase, export, retention, search
-from memoryadmin.operations.models import EraseJob
+from memoryadmin.operations.models import EraseJob, ExportJob
 from sessions_app.threads import selectors
 
 
@@ -112,14 +112,37 @@ def bulk_job(request: HttpRequest, job_id: int) -> HttpResponse:
 
 @require_POST
 @login_required
-def bulk_export(request: HttpRequest) -> StreamingHttpResponse:
+def bulk_export(request: HttpRequest) -> HttpResponse:
+    """The zip, streamed; or, for a large selection, the page of the export job that writes it."""
     selection = bulk.Selection.from_data(request.POST)
     bulk.bulk_preview(actor=request.user, action="export", selection=selection)
-    threads = bulk.selection_threads(actor=request.user, selection=selection)
-    chunks = export.threads_export(actor=request.user, threads=threads, selection=selection.as_dict(), request=request)
-    response = StreamingHttpResponse(chunks, content_type="application/zip")
+    outcome = export.bulk_export_start(actor=request.user, selection=selection, request=request)
+    if isinstance(outcome, ExportJob):
+        url = reverse("export-job", args=[outcome.pk])
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    response = StreamingHttpResponse(outcome, content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="threads-{timezone.now():%Y%m%d-%H%M%S}.zip"'
     return response
+
+@require_GET
+@login_required
+def export_job(request: HttpRequest, job_id: int) -> HttpResponse:
+    """A queued export's status, read from its row; the download link when it is written."""
+    job = export.export_job_get(actor=request.user, job_id=job_id)
+    template = "operations/export_job.html"
+    if request.htmx:
+        template += "#export-progress"
+    return render(request, template, {"job": job})
+
+@require_GET
+@login_required
+def export_job_download(request: HttpRequest, job_id: int) -> FileResponse:
+    job = export.export_job_get(actor=request.user, job_id=job_id)
+    if job.status != ExportJob.Status.DONE:
+        raise InvalidInput("This export is not written yet.", fields={"job": ["not done."]})
+    return FileResponse(
+        export.export_job_path(job).open("rb"), as_attachment=True, filename=f"threads-{job.created_at:%Y%m%d-%H%M%S}.zip"
+    )
 
 def _retention_context(request: HttpRequest, **extra) -> dict:
     return {

@@ -53,7 +53,7 @@ def _url(port=None) -> str:
 class Worker:
     """`manage.py jobs_worker` in a process of its own, its log kept in a file."""
 
-    def __init__(self, log: Path, *extra: str):
+    def __init__(self, log: Path, *extra: str, env_extra: dict | None = None):
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST"))},
             "DJANGO_DEBUG": "1",
@@ -63,6 +63,7 @@ class Worker:
             "DATABASE_WORKER_URL": _url(os.environ.get("POSTGRES_DIRECT_PORT")),
             "MEMORYADMIN_WORKER_HEARTBEAT_SECONDS": str(HEARTBEAT),
             "PYTHONUNBUFFERED": "1",
+            **(env_extra or {}),
         }
         if os.environ.get("DJANGO_DB_POOLER"):
             env["DJANGO_DB_POOLER"] = os.environ["DJANGO_DB_POOLER"]
@@ -89,8 +90,8 @@ class Worker:
 def workers(tmp_path):
     started: list[Worker] = []
 
-    def start(*extra: str) -> Worker:
-        worker = Worker(tmp_path / f"worker-{len(started)}.log", *extra)
+    def start(*extra: str, **env: str) -> Worker:
+        worker = Worker(tmp_path / f"worker-{len(started)}.log", *extra, env_extra=env)
         started.append(worker)
         return worker
 
@@ -272,3 +273,35 @@ def test_a_large_erase_runs_on_the_queue_and_its_page_shows_the_receipt(client, 
     assert AuditEvent.objects.filter(action="user.erase", target="user:alice").count() == 1
     page = client.get(f"/erase/jobs/{job.pk}/", HTTP_HX_REQUEST="true").content.decode()
     assert 'data-status="done"' in page and 'data-count="threads">3<' in page and "hx-get" not in page
+
+
+def test_a_large_bulk_export_is_written_by_a_worker_for_its_owner_to_download(client, alice, bob, workers, monkeypatch, settings, tmp_path):
+    import io
+    import zipfile
+
+    from memoryadmin.operations import export
+    from memoryadmin.operations.models import ExportJob
+
+    monkeypatch.setattr(export, "EXPORT_INLINE_THREADS", 2)  # alice's three threads are then a job
+    settings.MEMORYADMIN_EXPORT_DIR = tmp_path / "exports"
+    ids = many_threads(alice, 3, prefix="mine")
+    login_client(client, alice)
+    response = client.post("/bulk/export", {"all": "1", "q": "mine"})
+    job = ExportJob.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/bulk/exports/{job.pk}/"
+    assert job.status == "pending" and job.total == 3
+    assert AuditEvent.objects.filter(action="bulk.export").count() == 1
+    save(alice, "mine-late", turns(2))  # after the export was asked for: not in it
+    workers(MEMORYADMIN_EXPORT_DIR=str(settings.MEMORYADMIN_EXPORT_DIR))
+    wait_for(lambda: ExportJob.objects.get().is_finished, what="the export")
+    job.refresh_from_db()
+    assert job.status == "done" and job.size > 0
+    page = client.get(f"/bulk/exports/{job.pk}/", HTTP_HX_REQUEST="true").content.decode()
+    assert 'data-status="done"' in page and f'href="/bulk/exports/{job.pk}/download"' in page and "hx-get" not in page
+    download = client.get(f"/bulk/exports/{job.pk}/download")
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(download.streaming_content)))
+    index = json.loads(archive.read("index.json"))
+    assert [entry["thread_id"] for entry in index["threads"]] == ids
+    assert AuditEvent.objects.filter(action="bulk.export").count() == 1  # asked once, recorded once
+    login_client(client, bob)
+    assert client.get(f"/bulk/exports/{job.pk}/download").status_code == 403
