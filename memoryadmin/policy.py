@@ -120,6 +120,7 @@ RULES: dict[str, Rule] = {
     "retention.policy_delete": _ADMIN,
     "retention.apply": _ADMIN,
     "user.erase": _ADMIN,
+    "export.download": Rule(owner=True, writes=False),  # a queued bulk export: who asked for it
     # API keys and the audit log (memoryadmin).
     "apikey.create": _ADMIN,
     "apikey.revoke": _ADMIN,

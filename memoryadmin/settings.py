@@ -5,9 +5,9 @@ Every variable is documented in `.env.example`. Django's own settings take a
 
 This is the only module that reads the environment: everything else reads
 `django.conf.settings.X`. Each variable goes through a typed helper below
-(`env_str`, `env_bool`, `env_int`, `env_float`, `env_list`, `env_choice`, `env_rate`),
-which refuses a value it cannot use with ImproperlyConfigured naming the variable, so
-a typo stops the server at start instead of surfacing on some later request.
+(`env_str`, `env_bool`, `env_int`, `env_float`, `env_list`, `env_choice`, `env_rate`,
+`env_cron`), which refuses a value it cannot use with ImproperlyConfigured naming the
+variable, so a typo stops the server at start instead of surfacing on some later request.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import socket
 import sys
 from pathlib import Path
 
+import croniter
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
@@ -117,6 +118,14 @@ def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
 
 
+def env_cron(name: str, default: str) -> str:
+    """A crontab schedule (five fields, or six with seconds), or empty for none."""
+    raw = env_str(name, default).strip()
+    if raw and not croniter.croniter.is_valid(raw):
+        raise ImproperlyConfigured(f"{name} must be a crontab schedule such as '15 3 * * *' (or empty), not {raw!r}")
+    return raw
+
+
 DEBUG = env_bool("DJANGO_DEBUG", False)
 TESTING = "pytest" in sys.modules
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEV_SECRET_KEY)
@@ -148,6 +157,8 @@ INSTALLED_APPS = [
     "store_app",
     "graphs_app",
     "memoryadmin.operations",
+    # The job queue's tables, its Django app and its worker (memoryadmin/queue.py).
+    "procrastinate.contrib.django",
 ]
 
 MIDDLEWARE = [
@@ -276,6 +287,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 # A PostgreSQL streaming replica for the dashboard's page reads (memoryadmin/replica.py,
 # docs/scaling.md). The API, sessions, users and every write stay on the primary.
 _replica_url = env_str("DATABASE_REPLICA_URL")
+# The queue's migrations are PostgreSQL functions and triggers: on SQLite they are recorded
+# as applied and run nothing (memoryadmin/queue.py).
+DATABASE_ROUTERS = ["memoryadmin.queue.QueueRouter"]
 if _replica_url:
     DATABASES["replica"] = {
         **dj_database_url.parse(
@@ -284,11 +298,36 @@ if _replica_url:
         # Tests have no second database: the alias reads the test database itself.
         "TEST": {"MIRROR": "default"},
     }
-    DATABASE_ROUTERS = ["memoryadmin.replica.ReplicaRouter"]
+    DATABASE_ROUTERS.append("memoryadmin.replica.ReplicaRouter")
 # After a write through the dashboard, that browser reads from the primary this long.
 MEMORYADMIN_REPLICA_PIN_SECONDS = env_int("MEMORYADMIN_REPLICA_PIN_SECONDS", 5, minimum=0)
 # A replica that does not answer is left alone this long before it is tried again.
 MEMORYADMIN_REPLICA_RETRY_SECONDS = env_int("MEMORYADMIN_REPLICA_RETRY_SECONDS", 30, minimum=0)
+
+# Background jobs (docs/operations.md, "Jobs"): on PostgreSQL a procrastinate queue served by
+# `manage.py jobs_worker`; on SQLite, which has no queue, a job runs in the request that
+# starts it. The worker listens (LISTEN/NOTIFY) and fetches jobs on a session of its own:
+# behind a transaction pooler point DATABASE_WORKER_URL at PostgreSQL itself.
+MEMORYADMIN_JOBS_QUEUE = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+_worker_url = env_str("DATABASE_WORKER_URL")
+if _worker_url and not _worker_url.startswith(("postgres://", "postgresql://")):
+    raise ImproperlyConfigured(f"DATABASE_WORKER_URL must be a postgres:// URL (or empty), not {_worker_url!r}")
+MEMORYADMIN_WORKER_DATABASE = dj_database_url.parse(_worker_url) if _worker_url else None
+# A worker proves it is alive this often; a job whose worker has been silent for three of
+# these is taken again by the next worker (at its start, and every minute).
+MEMORYADMIN_WORKER_HEARTBEAT_SECONDS = env_float("MEMORYADMIN_WORKER_HEARTBEAT_SECONDS", 10.0, minimum=0.5, maximum=600)
+PROCRASTINATE_WORKER_DEFAULTS = {
+    "concurrency": env_int("MEMORYADMIN_WORKER_CONCURRENCY", 2, minimum=1, maximum=64),
+    "update_heartbeat_interval": MEMORYADMIN_WORKER_HEARTBEAT_SECONDS,
+    "stalled_worker_timeout": 3 * MEMORYADMIN_WORKER_HEARTBEAT_SECONDS,
+    # A finished job's queue row goes; what it did is in its own row (BulkJob, RetentionRun).
+    "delete_jobs": "successful",
+}
+# Where the queue's exports (bulk exports too large for one request) are written.
+MEMORYADMIN_EXPORT_DIR = Path(env_str("MEMORYADMIN_EXPORT_DIR") or BASE_DIR / "var" / "exports")
+# What the queue runs on its own: the retention policies, the store's TTL sweep.
+MEMORYADMIN_RETENTION_SCHEDULE = env_cron("MEMORYADMIN_RETENTION_SCHEDULE", "15 3 * * *")
+MEMORYADMIN_STORE_SWEEP_SCHEDULE = env_cron("MEMORYADMIN_STORE_SWEEP_SCHEDULE", "*/10 * * * *")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -515,5 +554,10 @@ LOGGING = {
         "handlers": ["console"],
         "level": env_choice("DJANGO_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
     },
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        # Every process registers the queue's tasks at start; that is not news.
+        "procrastinate.blueprints": {"level": "WARNING"},
+        "procrastinate.periodic": {"level": "WARNING"},
+    },
 }

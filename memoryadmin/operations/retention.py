@@ -27,7 +27,9 @@ The rules (docs/operations.md, "Retention"):
 A dry run (`retention_preview`) counts exactly what an apply at the same instant
 removes, with the same querysets, and writes nothing (not even a history row).
 `retention_apply` removes it in batches, each its own short transaction, and
-records a `RetentionRun` and an audit event.
+records a `RetentionRun` and an audit event; `retention_enqueue` records a queued
+run for the job queue's worker, which the queue's schedule also runs
+(memoryadmin/operations/tasks.py).
 
 Bytes are an estimate of the payload: `pg_column_size` of the JSON and text
 columns on PostgreSQL, their length in bytes on SQLite; row headers and index
@@ -48,8 +50,9 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memoryadmin import policy as access  # "policy" names a retention policy here
+from memoryadmin import queue
 from memoryadmin.audit import audit_record
-from memoryadmin.errors import InvalidInput, NotFound
+from memoryadmin.errors import Forbidden, InvalidInput, NotFound
 from memoryadmin.jsoncheck import text_input_check
 from memoryadmin.params import parse_int
 
@@ -501,6 +504,7 @@ def retention_apply(
     max_seconds: float | None = None,
     progress: Callable[[str, Impact], None] | None = None,
     request=None,
+    run: RetentionRun | None = None,
 ) -> RetentionRun:
     """Apply every policy at `now`, in batches of at most `batch` rows per transaction.
 
@@ -508,18 +512,16 @@ def retention_apply(
     the run stops between batches when the time is up and is marked partial;
     running it again continues (the rules select what is left). `progress` is
     called after every committed batch with the step's name and its running counts.
+    `run` is a run recorded when the apply was queued (`retention_enqueue`).
     """
     ensure_admin(actor, "retention.apply")
     if not 1 <= batch <= 100_000:
         raise InvalidInput("batch must be from 1 to 100000.", fields={"batch": ["must be from 1 to 100000."]})
     now = now or timezone.now()
-    authenticated = actor is not None and actor.is_authenticated
-    run = RetentionRun.objects.create(
-        actor=actor if authenticated else None,
-        actor_name=actor.get_username() if authenticated else "system",
-        via=via,
-        cutoff_now=now,
-    )
+    if run is None:
+        run = _run_record(actor=actor, via=via, now=now, status=RetentionRun.Status.RUNNING)
+    else:
+        RetentionRun.objects.filter(pk=run.pk).update(status=RetentionRun.Status.RUNNING)
     clock = _Clock(time.monotonic() + max_seconds if max_seconds else None)
     stats = _Stats("", progress)
     total = Impact()
@@ -563,6 +565,57 @@ def retention_apply(
         )
     run.refresh_from_db()
     return run
+
+
+def _run_record(*, actor, via: str, now: datetime, status: str) -> RetentionRun:
+    authenticated = actor is not None and actor.is_authenticated
+    return RetentionRun.objects.create(
+        actor=actor if authenticated else None,
+        actor_name=actor.get_username() if authenticated else "system",
+        via=via,
+        cutoff_now=now,
+        status=status,
+    )
+
+
+@transaction.atomic
+def retention_enqueue(*, actor, request=None) -> RetentionRun:
+    """Admin: an apply at this instant, for the job queue; recorded at once as a queued run.
+
+    The run and its queue entry commit together; the worker applies the policies with
+    the cutoffs of this instant, however long the job waited (memoryadmin/queue.py).
+    """
+    ensure_admin(actor, "retention.apply")
+    run = _run_record(actor=actor, via="web", now=timezone.now(), status=RetentionRun.Status.QUEUED)
+    queue.job_enqueue("retention_run", run_id=run.pk)
+    return run
+
+
+def retention_run_queued(*, run_id: int) -> RetentionRun | None:
+    """The queue's job for a queued run: the apply, as the admin who asked for it.
+
+    Taken again after its worker died, the run continues: the rules select what is left.
+    A run that has finished is not applied twice; an admin who lost the role since
+    asking fails the run (recorded, not retried).
+    """
+    run = RetentionRun.objects.select_related("actor").filter(pk=run_id).first()
+    if run is None or run.status not in (RetentionRun.Status.QUEUED, RetentionRun.Status.RUNNING):
+        return run
+    try:
+        return retention_apply(actor=run.actor, now=run.cutoff_now, via=run.via, run=run)
+    except Forbidden as exc:
+        RetentionRun.objects.filter(pk=run.pk).update(status=RetentionRun.Status.FAILED, error=exc.message, finished_at=timezone.now())
+        run.refresh_from_db()
+        return run
+
+
+def retention_scheduled_apply(*, now: datetime) -> RetentionRun:
+    """The queue's scheduled apply at `now`, as the system: taken again after its worker
+    died, it continues the same run (one run per scheduled instant)."""
+    run = RetentionRun.objects.filter(via="schedule", cutoff_now=now).order_by("id").first()
+    if run is not None and run.status != RetentionRun.Status.RUNNING:
+        return run
+    return retention_apply(now=now, via="schedule", run=run)
 
 
 def retention_runs(*, actor, limit: int = 50) -> list[RetentionRun]:

@@ -139,6 +139,8 @@ WRITES = {
         actor=a, agent_code="bot")),
     "memoryadmin.operations.retention.retention_apply": (ADMIN, lambda a, w: retention.retention_apply(actor=a)),
     "memoryadmin.operations.erase.user_erase": (ADMIN, lambda a, w: erase.user_erase(actor=a, username="alice")),
+    "memoryadmin.operations.erase.user_erase_start": (ADMIN, lambda a, w: erase.user_erase_start(actor=a, username="alice")),
+    "memoryadmin.operations.retention.retention_enqueue": (ADMIN, lambda a, w: retention.retention_enqueue(actor=a)),
     "memoryadmin.apikeys.apikey_create": (ADMIN, lambda a, w: apikeys.apikey_create(owner=w.alice, actor=a)),
     "memoryadmin.apikeys.apikey_revoke": (ADMIN, lambda a, w: apikeys.apikey_revoke(prefix=w.key.prefix, actor=a)),
     "memoryadmin.accounts.account_user_create": (ADMIN, lambda a, w: accounts.account_user_create(
@@ -163,6 +165,7 @@ NOT_WRITES = {
     "memoryadmin.operations.retention.retention_runs": "reads (operators and admins)",
     "memoryadmin.operations.retention.retention_policies": "reads (operators and admins)",
     "memoryadmin.operations.erase.user_erase_preview": "reads (admins)",
+    "memoryadmin.operations.erase.user_erase_job_get": "reads (admins)",
     "store_app.services.store_ttl_refresh": "refreshes the reader's own items only (test below)",
     "memoryadmin.accounts.account_users": "reads (admins)",
     "memoryadmin.accounts.account_keys": "reads (admins)",
