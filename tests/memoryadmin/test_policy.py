@@ -153,6 +153,8 @@ NOT_WRITES = {
     "store_app.services.store_ttl_refresh": "refreshes the reader's own items only (test below)",
     "memoryadmin.accounts.account_users": "reads (admins)",
     "memoryadmin.accounts.account_keys": "reads (admins)",
+    "sessions_app.checkpoints.services.saved_view_save": "a user's own saved view, operators' too (test_triage.py)",
+    "sessions_app.checkpoints.services.saved_view_delete": "a user's own saved view, operators' too (test_triage.py)",
 }
 SERVICE_MODULES = (
     "sessions_app.threads.services",
