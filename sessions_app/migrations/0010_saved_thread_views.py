@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0008_turn_stream_leases'),
+        ('sessions_app', '0009_chain_continues'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
