@@ -7,16 +7,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db.models import Case, Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import Case, Count, Exists, IntegerField, QuerySet, Subquery, Value, When
 from django.db.models.functions import Coalesce
 
 from memoryadmin import policy
 from memoryadmin.errors import InvalidInput, NotFound
 
 from ..threads.models import Thread
-from .models import Checkpoint, CheckpointWrite
+from .models import Checkpoint
 from ..threads.selectors import thread_get_for_read
-from sessions_app.checkpoints.search import DATE_FIELDS, THREAD_STATUSES, ThreadFilter, thread_search_queryset, threads_with_status
+from sessions_app.checkpoints.search import ThreadFilter, thread_search_queryset, threads_with_status
 from sessions_app.checkpoints.selectors import attach_writes, checkpoint_get_in, checkpoint_list, writes_of
 from sessions_app.checkpoints.reducers import add_messages, is_message_channel
 from sessions_app.checkpoints.tasks import Task, graph_tasks, interrupt_items, next_node_names, task_result
@@ -287,7 +287,9 @@ def thread_latest(thread: Thread) -> dict[str, Any]:
     }
 
 
-def thread_search(*, actor, filters: ThreadFilter, limit: int = 10, offset: int = 0, sort_by: str = "created_at", sort_order: str = "desc") -> list[dict[str, Any]]:
+def thread_search(
+    *, actor, filters: ThreadFilter, limit: int = 10, offset: int = 0, sort_by: str = "created_at", sort_order: str = "desc"
+) -> list[dict[str, Any]]:
     """LangGraph's `POST /threads/search` over the threads the actor may see (constant queries).
 
     The threads are selected by `search.thread_search_queryset`, as every listing of
@@ -296,17 +298,7 @@ def thread_search(*, actor, filters: ThreadFilter, limit: int = 10, offset: int 
     """
     qs = thread_search_queryset(actor=actor, filters=filters, sort=sort_by, order=sort_order)
     threads = list(qs[offset : offset + limit])
-    audit_filters = {
-        name: value
-        for name, value in vars(filters).items()
-        if value not in (None, "", {}, ())
-    }
-    audit_filters.update(limit=limit, offset=offset, sort_by=sort_by, sort_order=sort_order)
-    for name in ("ids", *DATE_FIELDS):
-        if name in audit_filters:
-            audit_filters[name] = (
-                list(audit_filters[name]) if name == "ids" else audit_filters[name].isoformat()
-            )
+    audit_filters = {**filters.as_audit(), "limit": limit, "offset": offset, "sort_by": sort_by, "sort_order": sort_order}
     policy.record_bulk_read(
         actor, action="thread.list", kind="threads/search", rows=threads, filters=audit_filters,
         name_of=lambda thread: thread.thread_id,

@@ -13,6 +13,7 @@ what they see).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
@@ -47,6 +48,7 @@ SORT_COLUMNS = {
 LIST_SORTS = {"updated": "updated_at", "created": "created_at", "messages": "active_count", "title": "title"}
 ORDERS = ("desc", "asc")
 DATE_FIELDS = ("created_from", "created_to", "updated_from", "updated_to")
+_DAY_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 META_PAIRS_MAX = 10
 META_KEY_MAX = 100
 
@@ -74,6 +76,15 @@ class ThreadFilter:
     @property
     def is_empty(self) -> bool:
         return self == ThreadFilter()
+
+    def as_audit(self) -> dict[str, Any]:
+        """The fields given, as JSON values (an audit event's filter)."""
+        found: dict[str, Any] = {}
+        for name, value in vars(self).items():
+            if value in (None, "", {}, ()):
+                continue
+            found[name] = list(value) if name == "ids" else value.isoformat() if isinstance(value, date) else value
+        return found
 
 
 def _text(value: Any, name: str, limit: int) -> str:
@@ -125,7 +136,17 @@ FILTER_FIELDS = ("q", "status", "agent_code", "owner", "metadata", *DATE_FIELDS)
 
 
 def thread_filter_of(data: Mapping[str, Any], *, ids: list[str] | None = None) -> ThreadFilter:
-    """The filter fields of an API request (a JSON body or a query string), by FILTER_FIELDS' names."""
+    """The filter fields of an API request (a JSON body or a query string), by FILTER_FIELDS' names.
+
+    Stricter than a form: a status or a date is absent only when left out (or null), so
+    a blank or padded one is a 400 as the schema says, where the dashboard's blank field is no filter.
+    """
+    if data.get("status") == "":
+        raise qp.invalid("status", f"must be one of {', '.join(THREAD_STATUSES)}.")
+    for name in DATE_FIELDS:
+        value = data.get(name)
+        if value is not None and not (isinstance(value, str) and _DAY_TEXT.fullmatch(value)):
+            raise qp.invalid(name, "must be a date (YYYY-MM-DD).")
     return thread_filter_parse(ids=ids, **{name: data.get(name) for name in FILTER_FIELDS})
 
 
@@ -195,11 +216,16 @@ def _day_start(day: date) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min))
 
 
+# A day this near either end of the calendar bounds nothing (and its midnight in another
+# zone would not be a datetime): the range is left open on that side.
+_FIRST_DAY, _LAST_DAY = date.min + timedelta(days=2), date.max - timedelta(days=2)
+
+
 def _date_range(qs: QuerySet, column: str, start: date | None, end: date | None) -> QuerySet:
-    if start:
-        qs = qs.filter(**{f"{column}__gte": _day_start(start)})
-    if end:
-        qs = qs.filter(**{f"{column}__lt": _day_start(end + timedelta(days=1))})
+    if start and start > _FIRST_DAY:
+        qs = qs.filter(**{f"{column}__gte": _day_start(min(start, _LAST_DAY))})
+    if end and end < _LAST_DAY:
+        qs = qs.filter(**{f"{column}__lt": _day_start(max(end, _FIRST_DAY) + timedelta(days=1))})
     return qs
 
 

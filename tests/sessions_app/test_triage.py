@@ -157,6 +157,9 @@ def test_the_page_and_the_api_search_find_the_same_threads(estate, client, admin
         ({"q": 5}, "q"),
         ({"sort_by": "colour"}, "sort_by"),
         ({"status": "sleeping"}, "status"),
+        ({"status": ""}, "status"),
+        ({"created_to": ""}, "created_to"),
+        ({"updated_from": " 2026-01-01"}, "updated_from"),
     ],
 )
 def test_the_api_search_names_a_bad_filter(estate, alice_api, body, field):
@@ -352,3 +355,11 @@ def test_dates_are_whole_days_in_the_current_time_zone(alice):
     with timezone.override("UTC"):
         assert found(alice, created_from=may_1, created_to=may_1) == ["late"]
         assert found(alice, created_from=may_2) == []
+
+
+def test_the_first_and_last_days_of_the_calendar_bound_nothing(estate, alice, alice_api):
+    first, last = datetime(1, 1, 1).date(), datetime(9999, 12, 31).date()
+    assert found(alice, created_from=first, created_to=last, updated_to=last) == ["a-err", "a-idle", "a-int"]
+    assert found(alice, created_from=last) == [] and found(alice, updated_to=first) == []
+    response = alice_api.post("/api/v1/threads/search", {"created_from": "0001-01-01", "updated_to": "9999-12-31"}, format="json")
+    assert response.status_code == 200 and len(response.json()) == 3

@@ -21,7 +21,6 @@ from sessions_app.checkpoints import search
 from sessions_app.threads.api.views import thread_summary
 from sessions_app.threads.models import THREAD_ID_RULE
 from memoryadmin.api import THREAD_ID, json_body
-from memoryadmin import params as qp
 
 
 class ThreadListView(APIView):
