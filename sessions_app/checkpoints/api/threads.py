@@ -18,6 +18,7 @@ from sessions_app.threads.api import serializers as s
 from sessions_app.checkpoints import langgraph as lg
 from sessions_app.checkpoints import lifecycle
 from sessions_app.checkpoints import search
+from sessions_app.checkpoints.api.views import JsonQueryAutoSchema
 from sessions_app.threads.api.views import thread_summary
 from sessions_app.threads.models import THREAD_ID_RULE
 from memoryadmin.api import THREAD_ID, json_body
@@ -25,6 +26,7 @@ from memoryadmin.api import THREAD_ID, json_body
 
 class ThreadListView(APIView):
     pagination_class = UpdatedCursorPagination
+    schema = JsonQueryAutoSchema()
 
     @extend_schema(
         parameters=[
