@@ -397,13 +397,15 @@ class Bench:
         return res
 
     def thread_list_page(self) -> Result:
+        from sessions_app.checkpoints import search
         from sessions_app.threads import selectors
 
         res = Result()
         admin = self.admin
 
         def service():
-            list(selectors.thread_list(actor=admin)[:51])
+            query = search.thread_list_query_parse({})
+            list(search.thread_list_queryset(actor=admin, query=query)[:51])
             selectors.thread_agent_codes(actor=admin)
 
         res.samples["service"] = timed(service, self.rounds)

@@ -67,6 +67,8 @@ _OWNER = Rule(owner=True)
 _OWNER_OR_ADMIN = Rule(owner=True, admin=True)
 _ADMIN = Rule(admin=True)
 _ADMIN_READ = Rule(admin=True, writes=False)
+# A user's own preference (a saved view of a listing): not data, so an operator keeps theirs too.
+_OWN_PREFERENCE = Rule(owner=True, writes=False)
 
 RULES: dict[str, Rule] = {
     # Seeing an owned object in a listing (threads, blocks, checkpoints, items, graphs).
@@ -129,10 +131,13 @@ RULES: dict[str, Rule] = {
     "user.create": _ADMIN,
     "user.role_set": _ADMIN,
     "audit.read": _ADMIN_READ,
+    # Saved views of the thread list (sessions_app/checkpoints): each user's own.
+    "view.save": _OWN_PREFERENCE,
+    "view.delete": _OWN_PREFERENCE,
 }
 
 # What each kind of object is called in a refusal, by the action's first word.
-_NOUNS = {"thread": "thread", "checkpoint": "thread", "turn": "thread", "store": "store item", "graph": "graph"}
+_NOUNS = {"view": "saved view", "thread": "thread", "checkpoint": "thread", "turn": "thread", "store": "store item", "graph": "graph"}
 
 
 # `decide`'s owner for "an object of another user" (no user has it as primary key).

@@ -31,13 +31,12 @@ from memoryadmin import policy, queue
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
 from memoryadmin.params import parse_bool
-from memoryadmin.jsoncheck import text_input_check
 
 from sessions_app.threads import services
 from memoryadmin.operations.models import BulkJob
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
 from sessions_app.threads.models import Thread
-from sessions_app.threads.selectors import thread_list
+from sessions_app.checkpoints import search
 from sessions_app.threads.selectors import thread_id_validate
 from sessions_app.checkpoints import lifecycle
 
@@ -52,7 +51,8 @@ class Selection:
     """Ticked thread ids, or the thread list's filter (q, agent, owner)."""
 
     ids: tuple[str, ...] = ()
-    filter: dict[str, str] = field(default_factory=dict)
+    # The thread list's filter as its query string has it (name: value, `meta` a list), defaults left out.
+    filter: dict[str, Any] = field(default_factory=dict)
 
     @property
     def all_matching(self) -> bool:
@@ -60,15 +60,9 @@ class Selection:
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> "Selection":
-        """From the thread list's form: `ids` (repeated) or `all=1` with the filter fields."""
+        """From the thread list's form: `ids` (repeated) or `all=1` with the list's filter fields."""
         if parse_bool(data.get("all"), name="all", default=False):
-            return cls(
-                filter={
-                    "q": text_input_check((data.get("q") or "").strip()[:200], "q"),
-                    "agent": text_input_check((data.get("agent") or "").strip()[:64], "agent"),
-                    "owner": text_input_check((data.get("owner") or "").strip()[:150], "owner"),
-                }
-            )
+            return cls(filter=_filter_dict(search.thread_list_query_parse(data)))
         ids = data.getlist("ids") if hasattr(data, "getlist") else data.get("ids") or []
         if not isinstance(ids, list | tuple) or not ids:
             raise InvalidInput("Select at least one thread, or everything matching the filter.", fields={"ids": ["select at least one thread."]})
@@ -104,8 +98,28 @@ def selection_threads(*, actor, selection: Selection) -> QuerySet[Thread]:
     """The selected threads the actor may see (a member's selection never holds others' threads)."""
     if selection.ids:
         return Thread.objects.visible_to(actor).filter(thread_id__in=selection.ids)
-    f = selection.filter
-    return thread_list(actor=actor, q=f.get("q", ""), agent_code=f.get("agent", ""), owner=f.get("owner", ""))
+    query = search.thread_list_query_parse(selection.filter)
+    return search.thread_list_queryset(actor=actor, query=query)
+
+
+def _filter_dict(query: search.ThreadListQuery) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for name, value in query.filter_fields():
+        if name == "meta":
+            found.setdefault("meta", []).append(value)
+        else:
+            found[name] = value
+    return found
+
+
+def selection_fields(selection: Selection) -> list[tuple[str, str]]:
+    """The selection as form fields, so a confirmation posts exactly what was previewed."""
+    if selection.ids:
+        return [("ids", thread_id) for thread_id in selection.ids]
+    fields = [("all", "1")]
+    for name, value in selection.filter.items():
+        fields += [(name, item) for item in value] if isinstance(value, list) else [(name, value)]
+    return fields
 
 
 @dataclass(frozen=True)

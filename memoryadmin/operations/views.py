@@ -69,12 +69,6 @@ def thread_export(request: HttpRequest, thread_id: str) -> StreamingHttpResponse
     response["Content-Disposition"] = f'attachment; filename="{export.bundle_filename(thread.thread_id)}"'
     return response
 
-def _selection_fields(selection: bulk.Selection) -> list[tuple[str, str]]:
-    """The selection as hidden form fields, so a confirmation posts exactly what was previewed."""
-    if selection.ids:
-        return [("ids", thread_id) for thread_id in selection.ids]
-    return [("all", "1"), *selection.filter.items()]
-
 @require_POST
 @login_required
 def bulk_preview(request: HttpRequest) -> HttpResponse:
@@ -85,7 +79,7 @@ def bulk_preview(request: HttpRequest) -> HttpResponse:
     context = {
         "action": action,
         "selection": selection,
-        "fields": _selection_fields(selection),
+        "fields": bulk.selection_fields(selection),
         "impact": impact,
         "sample": list(bulk.selection_threads(actor=request.user, selection=selection).select_related("owner")[:10]),
     }

@@ -52,6 +52,24 @@ def _scalar_paths(pattern: dict[str, Any], prefix: tuple[str, ...] = ()):
 SAFE_JSON_KEY = re.compile(r"\A[A-Za-z0-9_-]{1,100}\Z")
 
 
+def sql_is_exact(pattern: dict[str, Any]) -> bool:
+    """Whether SQLite's JSON-path narrowing of `json_filter` already decides `pattern` exactly.
+
+    True when every leaf is a string under a plain key: `json_extract` returns a
+    string as text, never equal to a number, a boolean or an object. Numbers are not
+    (`true` reads back as 1), nor booleans, null, arrays or empty objects.
+    """
+    for key, item in pattern.items():
+        if not SAFE_JSON_KEY.fullmatch(key):
+            return False
+        if isinstance(item, dict):
+            if not item or not sql_is_exact(item):
+                return False
+        elif not isinstance(item, str):
+            return False
+    return True
+
+
 def json_filter(qs: QuerySet, field_name: str, pattern: dict[str, Any]) -> tuple[QuerySet, bool]:
     """Filter `qs` to rows whose JSON field contains `pattern`.
 

@@ -7,16 +7,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db.models import Case, Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import Case, Count, Exists, IntegerField, QuerySet, Subquery, Value, When
 from django.db.models.functions import Coalesce
 
 from memoryadmin import policy
 from memoryadmin.errors import InvalidInput, NotFound
 
 from ..threads.models import Thread
-from .models import Checkpoint, CheckpointWrite
+from .models import Checkpoint
 from ..threads.selectors import thread_get_for_read
-from sessions_app.checkpoints.containment import _apply_exact, json_filter
+from sessions_app.checkpoints.search import ThreadFilter, thread_search_queryset, threads_with_status
 from sessions_app.checkpoints.selectors import attach_writes, checkpoint_get_in, checkpoint_list, writes_of
 from sessions_app.checkpoints.reducers import add_messages, is_message_channel
 from sessions_app.checkpoints.tasks import Task, graph_tasks, interrupt_items, next_node_names, task_result
@@ -287,85 +287,28 @@ def thread_latest(thread: Thread) -> dict[str, Any]:
     }
 
 
-SEARCH_SORT_FIELDS = {"thread_id", "status", "created_at", "updated_at"}
-THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
-
-
-def threads_with_status(qs: QuerySet[Thread]) -> QuerySet[Thread]:
-    """Threads annotated with their latest root checkpoint, its status and their checkpoint count."""
-    latest = _latest_root(OuterRef("pk"))
-    writes = CheckpointWrite.objects.filter(
-        thread=OuterRef("pk"), checkpoint_ns="", checkpoint_id=OuterRef("latest_checkpoint_id")
-    )
-    count = (
-        Checkpoint.objects.filter(thread=OuterRef("pk")).order_by().values("thread").annotate(n=Count("id")).values("n")
-    )
-    return qs.annotate(
-        latest_checkpoint=Subquery(latest.values("pk")[:1]),
-        latest_checkpoint_id=Subquery(latest.values("checkpoint_id")[:1]),
-        latest_next=Subquery(latest.values("next_node_id")[:1]),
-        checkpoint_count=Coalesce(Subquery(count[:1]), Value(0)),
-    ).annotate(
-        latest_error=Exists(writes.filter(channel=ERROR)),
-        latest_interrupt=Exists(writes.filter(channel=INTERRUPT)),
-    ).annotate(
-        lg_status=Case(
-            When(latest_error=True, then=Value("error")),
-            When(Q(latest_interrupt=True) | Q(latest_next__gt=""), then=Value("interrupted")),
-            default=Value("idle"),
-        )
-    )
-
-
 def thread_search(
-    *,
-    actor,
-    metadata: dict[str, Any] | None = None,
-    ids: list[str] | None = None,
-    status: str | None = None,
-    limit: int = 10,
-    offset: int = 0,
-    sort_by: str = "created_at",
-    sort_order: str = "desc",
+    *, actor, filters: ThreadFilter, limit: int = 10, offset: int = 0, sort_by: str = "created_at", sort_order: str = "desc"
 ) -> list[dict[str, Any]]:
     """LangGraph's `POST /threads/search` over the threads the actor may see (constant queries).
 
-    The answer holds each thread's values: when it shows other users' threads, it
-    is one audit event with the count and the filter (memoryadmin.policy).
+    The threads are selected by `search.thread_search_queryset`, as every listing of
+    threads is. The answer holds each thread's values: when it shows other users'
+    threads, it is one audit event with the count and the filter (memoryadmin.policy).
     """
-    qs = threads_with_status(Thread.objects.visible_to(actor).select_related("owner"))
-    if ids:
-        qs = qs.filter(thread_id__in=ids)
-    if status:
-        qs = qs.filter(lg_status=status)
-    qs, exact_in_python = json_filter(qs, "metadata", metadata or {})
-    order = "lg_status" if sort_by == "status" else sort_by
-    prefix = "-" if sort_order == "desc" else ""
-    qs = qs.order_by(f"{prefix}{order}", f"{prefix}id")
-    if exact_in_python:
-        threads = _apply_exact(qs, "metadata", metadata or {}, offset + limit)[offset:]
-    else:
-        threads = list(qs[offset : offset + limit])
-    filters = {
-        "metadata": metadata, "ids": ids, "status": status, "limit": limit, "offset": offset,
-        "sort_by": sort_by, "sort_order": sort_order,
-    }
+    qs = thread_search_queryset(actor=actor, filters=filters, sort=sort_by, order=sort_order)
+    threads = list(qs[offset : offset + limit])
+    audit_filters = {**filters.as_audit(), "limit": limit, "offset": offset, "sort_by": sort_by, "sort_order": sort_order}
     policy.record_bulk_read(
-        actor, action="thread.list", kind="threads/search", rows=threads, filters=filters,
+        actor, action="thread.list", kind="threads/search", rows=threads, filters=audit_filters,
         name_of=lambda thread: thread.thread_id,
     )
     return threads_as_langgraph(threads)
 
 
-def thread_count(*, actor, metadata: dict[str, Any] | None = None, status: str | None = None) -> int:
+def thread_count(*, actor, filters: ThreadFilter) -> int:
     """LangGraph's `POST /threads/count`: how many visible threads `thread_search` would find (no limit)."""
-    qs = Thread.objects.visible_to(actor)
-    if status:
-        qs = threads_with_status(qs).filter(lg_status=status)
-    qs, exact_in_python = json_filter(qs, "metadata", metadata or {})
-    if exact_in_python:
-        return len(_apply_exact(qs.order_by("pk"), "metadata", metadata or {}, None))
-    return qs.count()
+    return thread_search_queryset(actor=actor, filters=filters, with_status=False).count()
 
 
 def threads_as_langgraph(threads: list[Thread]) -> list[dict[str, Any]]:

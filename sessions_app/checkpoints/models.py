@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -85,3 +86,27 @@ class CheckpointWrite(ThreadScoped):
 
     def __str__(self) -> str:
         return f"{self.thread_id}:{self.checkpoint_id}:{self.task_id}#{self.idx} {self.channel}"
+
+
+class SavedThreadView(models.Model):
+    """A named filter of the thread list, seen and deleted by its owner alone (docs/operations.md, "Saved views").
+
+    `query` is the list's query string as `search.ThreadListQuery.querystring` writes
+    it (defaults left out), so applying the view is following a link.
+    """
+
+    NAME_MAX = 80
+    QUERY_MAX = 2000
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_thread_views")
+    name = models.CharField(max_length=NAME_MAX)
+    query = models.CharField(max_length=QUERY_MAX, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="savedthreadview_owner_name_uniq")]
+
+    def __str__(self) -> str:
+        return f"{self.owner_id}:{self.name}"

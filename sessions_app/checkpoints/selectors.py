@@ -14,10 +14,11 @@ from typing import Any
 
 from django.db.models import OuterRef, QuerySet
 
+from memoryadmin import policy
 from memoryadmin.errors import InvalidInput, NotFound
 
 from ..threads.models import Thread
-from .models import Checkpoint, CheckpointWrite
+from .models import Checkpoint, CheckpointWrite, SavedThreadView
 from ..threads.selectors import thread_get_for_read
 from memoryadmin.params import LIST_LIMIT_DEFAULT
 from sessions_app.checkpoints.containment import _apply_exact, json_filter
@@ -221,3 +222,8 @@ def checkpoint_get_in(*, thread: Thread, checkpoint_id: str | None = None, check
             raise NotFound(f"Thread {thread.thread_id!r} has no checkpoint yet.")
     found.thread = thread
     return attach_writes([found])[0]
+
+
+def saved_views(*, actor) -> QuerySet[SavedThreadView]:
+    """The actor's saved views of the thread list, by name: nobody else's, whatever their role."""
+    return policy.restrict(SavedThreadView.objects.all(), actor, "view.delete")

@@ -126,3 +126,36 @@ def when(moment: datetime | None) -> str:
     else:
         relative = f"{timesince(moment)} ago"
     return format_html('<time datetime="{}" title="{}">{}</time>', moment.isoformat(), absolute, relative)
+
+
+METADATA_CHIPS = 4
+CHIP_CHARS = 40
+
+
+def _chip_text(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= CHIP_CHARS else text[: CHIP_CHARS - 1].rstrip() + "…"
+
+
+@register.filter
+def metadata_chips(metadata: Any, limit: int = METADATA_CHIPS) -> dict[str, Any]:
+    """A thread's metadata as compact `key: value` chips (the first `limit` keys; `limit=0` for all),
+    each value cut short with its whole text for a tooltip, and how many keys were left out.
+    Agent-supplied: the template escapes every part."""
+    if not isinstance(metadata, dict) or not metadata:
+        return {"chips": [], "more": 0}
+    items = list(metadata.items())
+    shown = items if not limit else items[:limit]
+    chips = [
+        {"key": _chip_text(str(key)), "value": _chip_text(value), "full": f"{key}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)}"[:2000]}
+        for key, value in shown
+    ]
+    return {"chips": chips, "more": len(items) - len(shown)}
+
+
+@register.filter
+def spaced_count(number: Any) -> str:
+    """A count with its thousands set apart by a narrow no-break space: 2 035."""
+    if not isinstance(number, int):
+        return "" if number is None else str(number)
+    return f"{number:,}".replace(",", "\u202f")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from memoryadmin import policy
 from memoryadmin.errors import InvalidInput, NotFound
@@ -86,22 +86,8 @@ def etag_matches(if_match: str, etag: str | None) -> bool:
     return "*" in tags or etag in tags
 
 
-def thread_list(
-    *, actor, q: str = "", agent_code: str = "", owner: str = ""
-) -> QuerySet[Thread]:
-    """Threads the actor may see, newest activity first, filtered."""
-    qs = Thread.objects.visible_to(actor).select_related("owner")
-    q = q.strip()
-    if q:
-        qs = qs.filter(Q(title__icontains=q) | Q(thread_id__icontains=q) | Q(agent_code__icontains=q))
-    if agent_code:
-        qs = qs.filter(agent_code=agent_code)
-    qs = policy.filter_by_owner(qs, actor, owner)
-    return qs.order_by("-updated_at", "-id")
-
-
 def thread_list_audit(*, actor, threads, filters: dict) -> None:
-    """A page of `thread_list` shown: one audit event when it held other users' threads (memoryadmin.policy)."""
+    """A page of a thread listing shown: one audit event when it held other users' threads (memoryadmin.policy)."""
     policy.record_bulk_read(
         actor, action="thread.list", kind="threads", rows=threads, filters=filters, name_of=lambda thread: thread.thread_id
     )

@@ -20,38 +20,8 @@ from memoryadmin.json import pretty
 
 from sessions_app.threads import selectors, services
 
-PAGE_SIZE = 50
 BLOCK_PAGE_SIZE = 200
 TABS = ("active", "archived", "state")
-
-
-@require_GET
-@login_required
-def thread_list(request: HttpRequest) -> HttpResponse:
-    q = request.GET.get("q", "").strip()[:200]
-    agent_code = request.GET.get("agent", "").strip()[:64]
-    owner = request.GET.get("owner", "").strip()[:150]
-    page = params.parse_page(request.GET.get("page"), page_size=PAGE_SIZE)
-    threads = selectors.thread_list(actor=request.user, q=q, agent_code=agent_code, owner=owner)
-    # Fetch one row more than shown to know whether a next page exists, without a COUNT.
-    offset = (page - 1) * PAGE_SIZE
-    rows = list(threads[offset : offset + PAGE_SIZE + 1])
-    selectors.thread_list_audit(
-        actor=request.user, threads=rows[:PAGE_SIZE], filters={"q": q, "agent": agent_code, "owner": owner, "page": page}
-    )
-    context = {
-        "threads": rows[:PAGE_SIZE],
-        "has_next": len(rows) > PAGE_SIZE,
-        "page": page,
-        "q": q,
-        "agent": agent_code,
-        "owner": owner,
-        "agent_codes": selectors.thread_agent_codes(actor=request.user),
-    }
-    template = "threads/thread_list.html"
-    if request.htmx and request.htmx.target == "thread-table":
-        template += "#thread-table"
-    return render(request, template, context)
 
 
 ORDERS = ("newest", "oldest")

@@ -169,6 +169,8 @@ NOT_WRITES = {
     "store_app.services.store_ttl_refresh": "refreshes the reader's own items only (test below)",
     "memoryadmin.accounts.account_users": "reads (admins)",
     "memoryadmin.accounts.account_keys": "reads (admins)",
+    "sessions_app.checkpoints.services.saved_view_save": "a user's own saved view, operators' too (test_triage.py)",
+    "sessions_app.checkpoints.services.saved_view_delete": "a user's own saved view, operators' too (test_triage.py)",
     "sessions_app.threads.services.ensure_writer": "the check itself, through policy",
     "sessions_app.threads.services.ensure_can_write_at_all": "the check itself, through policy",
     "sessions_app.threads.services.lock_or_create": "a step of the saves, after their check",

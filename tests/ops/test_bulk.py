@@ -211,8 +211,9 @@ def test_the_thread_list_with_bulk_selection_takes_constant_queries(client, admi
     for i in range(rows):
         save(alice, f"t{i}", turns(2))
     login_client(client, admin_user)
-    # session, user, role, threads, the audit statement of reading alice's threads, agent codes
-    with django_assert_num_queries(6):
+    # session, user, role, agent codes, saved views, the total, the page of threads,
+    # the audit statement of reading alice's threads
+    with django_assert_num_queries(8):
         response = client.get("/threads/")
     body = response.content.decode()
     assert body.count('name="ids"') == rows and 'action="/bulk/preview"' in body and 'href="/search/' in body

@@ -163,8 +163,17 @@ class ThreadSearchSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["idle", "busy", "interrupted", "error"], required=False, allow_null=True)
     limit = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=1000, help_text="10 when absent")
     offset = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=1_000_000)
-    sort_by = serializers.ChoiceField(choices=["thread_id", "status", "created_at", "updated_at"], required=False, allow_null=True)
+    sort_by = serializers.ChoiceField(
+        choices=["thread_id", "status", "created_at", "updated_at", "title", "active_count"], required=False, allow_null=True
+    )
     sort_order = serializers.ChoiceField(choices=["asc", "desc"], required=False, allow_null=True)
+    q = serializers.CharField(required=False, allow_blank=True, allow_null=True, help_text="text in the title, thread id or agent code")
+    agent_code = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+    owner = serializers.CharField(required=False, allow_blank=True, allow_null=True, help_text="username (operators and admins)")
+    created_from = serializers.DateField(required=False, allow_null=True, help_text="YYYY-MM-DD, the day included")
+    created_to = serializers.DateField(required=False, allow_null=True, help_text="YYYY-MM-DD, the day included")
+    updated_from = serializers.DateField(required=False, allow_null=True, help_text="YYYY-MM-DD, the day included")
+    updated_to = serializers.DateField(required=False, allow_null=True, help_text="YYYY-MM-DD, the day included")
 
 
 class CheckpointConfigSerializer(serializers.Serializer):
@@ -243,6 +252,13 @@ class HistoryRequestSerializer(serializers.Serializer):
 class ThreadCountSerializer(serializers.Serializer):
     metadata = JsonObjectField(required=False, allow_null=True, help_text="Threads whose metadata contains this object.")
     status = serializers.ChoiceField(choices=["idle", "busy", "interrupted", "error"], required=False, allow_null=True)
+    q = serializers.CharField(required=False, allow_blank=True, allow_null=True, help_text="text in the title, thread id or agent code")
+    agent_code = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+    owner = serializers.CharField(required=False, allow_blank=True, allow_null=True, help_text="username (operators and admins)")
+    created_from = serializers.DateField(required=False, allow_null=True, help_text="YYYY-MM-DD, the day included")
+    created_to = serializers.DateField(required=False, allow_null=True, help_text="YYYY-MM-DD, the day included")
+    updated_from = serializers.DateField(required=False, allow_null=True, help_text="YYYY-MM-DD, the day included")
+    updated_to = serializers.DateField(required=False, allow_null=True, help_text="YYYY-MM-DD, the day included")
 
 
 class UpdateStateSerializer(serializers.Serializer):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -16,20 +17,28 @@ from sessions_app.checkpoints.api import serializers as cs_serializers
 from sessions_app.threads.api import serializers as s
 from sessions_app.checkpoints import langgraph as lg
 from sessions_app.checkpoints import lifecycle
+from sessions_app.checkpoints import search
+from sessions_app.checkpoints.api.views import JsonQueryAutoSchema
 from sessions_app.threads.api.views import thread_summary
 from sessions_app.threads.models import THREAD_ID_RULE
 from memoryadmin.api import THREAD_ID, json_body
-from memoryadmin import params as qp
 
 
 class ThreadListView(APIView):
     pagination_class = UpdatedCursorPagination
+    schema = JsonQueryAutoSchema()
 
     @extend_schema(
         parameters=[
             OpenApiParameter("q", str, description="text in the title, thread id or agent code"),
             OpenApiParameter("agent_code", str),
             OpenApiParameter("owner", str, description="username (operators and admins)"),
+            OpenApiParameter("status", str, enum=list(search.THREAD_STATUSES), description="LangGraph's thread status"),
+            OpenApiParameter("metadata", str, description="a JSON object the thread's metadata contains"),
+            *(
+                OpenApiParameter(name, OpenApiTypes.DATE, description="YYYY-MM-DD, a whole day, both ends included")
+                for name in search.DATE_FIELDS
+            ),
             OpenApiParameter(
                 "limit", {"type": "integer", "minimum": 1, "maximum": UpdatedCursorPagination.max_page_size}, description="default 50"
             ),
@@ -40,16 +49,13 @@ class ThreadListView(APIView):
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
-        threads = selectors.thread_list(
-            actor=request.user,
-            q=params.get("q", ""),
-            agent_code=params.get("agent_code", ""),
-            owner=params.get("owner", ""),
-        )
+        filters = search.thread_filter_of(params)
+        # The cursor paginator orders by its own key (updated_at, id); the search's order is left to it.
+        threads = search.thread_search_queryset(actor=request.user, filters=filters, with_status=False).order_by()
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(threads, request, view=self)
-        filters = {name: params.get(name, "") for name in ("q", "agent_code", "owner", "limit", "cursor")}
-        selectors.thread_list_audit(actor=request.user, threads=page, filters=filters)
+        audit = {name: params.get(name, "") for name in (*search.FILTER_FIELDS, "limit", "cursor")}
+        selectors.thread_list_audit(actor=request.user, threads=page, filters=audit)
         return paginator.get_paginated_response([thread_summary(t) for t in page])
 
     @extend_schema(
@@ -114,17 +120,13 @@ class ThreadCountView(ThreadDetailView):
         request=cs_serializers.ThreadCountSerializer,
         responses={200: {"type": "integer"}},
         summary="Count threads (LangGraph's POST /threads/count)",
-        description="The threads the caller may see that match, with search's filters (metadata, status).",
+        description="The threads the caller may see that match, with search's filters (text, status, agent, owner, dates, metadata).",
     )
     def post(self, request: Request) -> Response:
         data = json_body(request) if request.body else {}
         if data.get("values") not in (None, {}):
             raise InvalidInput("values is not supported by memoryadmin.", fields={"values": ["is not supported."]})
-        count = lg.thread_count(
-            actor=request.user,
-            metadata=qp.parse_json_object(data.get("metadata"), "metadata"),
-            status=None if data.get("status") is None else qp.parse_choice(data["status"], "status", lg.THREAD_STATUSES, ""),
-        )
+        count = lg.thread_count(actor=request.user, filters=search.thread_filter_of(data))
         return Response(count)
 
     @extend_schema(responses=s.ThreadDetailSerializer, operation_id="threads_count_thread_retrieve", summary="The thread named count")

@@ -23,6 +23,7 @@ from sessions_app.threads.api.views import THREAD_ID
 from memoryadmin import params as qp
 from sessions_app.checkpoints import langgraph as lg
 from sessions_app.checkpoints import lifecycle
+from sessions_app.checkpoints import search
 from sessions_app.checkpoints import state_update
 from memoryadmin.api import json_body
 
@@ -292,13 +293,11 @@ class ThreadSearchView(APIView):
         ids = data.get("ids")
         threads = lg.thread_search(
             actor=request.user,
-            metadata=qp.parse_json_object(data.get("metadata"), "metadata"),
-            ids=None if ids is None else lifecycle.thread_ids_input(ids, "ids"),
-            status=None if data.get("status") is None else qp.parse_choice(data["status"], "status", lg.THREAD_STATUSES, ""),
+            filters=search.thread_filter_of(data, ids=None if ids is None else lifecycle.thread_ids_input(ids, "ids")),
             limit=qp.parse_limit(data.get("limit"), default=10),
             offset=qp.parse_offset(data.get("offset")),
-            sort_by=qp.parse_choice(data.get("sort_by"), "sort_by", lg.SEARCH_SORT_FIELDS, "created_at"),
-            sort_order=qp.parse_choice(data.get("sort_order"), "sort_order", ("asc", "desc"), "desc"),
+            sort_by=search.parse_sort_by(data.get("sort_by")),
+            sort_order=qp.parse_choice(data.get("sort_order"), "sort_order", search.ORDERS, "desc"),
         )
         return Response(threads)
 
