@@ -47,7 +47,7 @@ def world(alice):
     graph = GraphDefinition.objects.create(owner=alice, name="g", spec={"nodes": [], "edges": []})
     admin = make_user("root", "admin")
     job = bulk.bulk_start(actor=admin, action="release", selection=bulk.Selection(ids=("alice-t",)))
-    return {"thread_id": "alice-t", "checkpoint_id": "cp-1", "graph_id": graph.pk, "job_id": job.pk, "admin": admin}
+    return {"thread_id": "alice-t", "checkpoint_id": "cp-1", "graph_id": graph.pk, "job_id": job.pk, "view_id": 1, "admin": admin}
 
 
 def requests_for(serves_get: bool, serves_post: bool):

@@ -48,7 +48,7 @@ def world(alice):
         actor=alice, thread_id="alice-t", agent_code="bot", context=[{"role": "user", "content": "mine"}]
     )
     graph = GraphDefinition.objects.create(owner=alice, name="g", spec={"nodes": [], "edges": []})
-    return {"thread_id": "alice-t", "checkpoint_id": "cp-1", "graph_id": graph.pk, "job_id": 1}
+    return {"thread_id": "alice-t", "checkpoint_id": "cp-1", "graph_id": graph.pk, "job_id": 1, "view_id": 1}
 
 
 def url_for(route: str, values: dict) -> str:
