@@ -19,6 +19,7 @@ from sessions_app.checkpoints.selectors import checkpoint_steps
 from .compiler import END, SEPARATOR, START, CompileResult, SpecError, graph_compile
 from .diagrams import mermaid_marked
 from .models import GraphDefinition
+from .specs import spec_limits
 
 # The thread-on-graph view reads at most this many checkpoints (the newest ones).
 PATH_LIMIT = 500
@@ -191,8 +192,8 @@ def graph_for_thread(*, actor, thread) -> ThreadGraph | None:
         return None
     graph, matched_by = chosen
     try:
-        result: CompileResult | None = graph_compile(graph.spec)
-    except SpecError:
+        result: CompileResult | None = graph_compile(graph.spec, **spec_limits())
+    except SpecError:  # stored before the limits were lowered
         result = None
     nodes = set(result.flattened) if result is not None else set()
     containers = _containers(graph.spec)

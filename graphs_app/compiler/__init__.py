@@ -54,15 +54,16 @@ __all__ = [
 ]
 
 
-def graph_compile(spec: Any) -> CompileResult:
+def graph_compile(spec: Any, *, max_nodes: int = MAX_NODES, max_edges: int = MAX_EDGES) -> CompileResult:
     """Compile a graph definition: validate, flatten subgraphs, insert parallel nodes, draw.
 
-    Raises SpecError only, and only for input that is not a graph; everything else is
-    reported in the result. LangGraph's ``get_graph().to_json()`` shape is converted first.
+    Raises SpecError only, and only for input that is not a graph (more than ``max_nodes``
+    nodes or ``max_edges`` edges included); everything else is reported in the result.
+    LangGraph's ``get_graph().to_json()`` shape is converted first.
     """
     if looks_like_langgraph(spec):
-        spec = from_langgraph_json(spec)
-    graph = Parser().graph(spec, path="", depth=0)
+        spec = from_langgraph_json(spec, max_nodes=max_nodes, max_edges=max_edges)
+    graph = Parser(max_nodes=max_nodes, max_edges=max_edges).graph(spec, path="", depth=0)
 
     errors: list[GraphError] = []
     graph_validate(graph, prefix="", owner=None, errors=errors)
