@@ -80,6 +80,8 @@ def graph_compile(spec: Any, *, max_nodes: int = MAX_NODES, max_edges: int = MAX
     interrupt_after = sorted(flattener.after, key=position.__getitem__)
     before, after = set(interrupt_before), set(interrupt_after)
     by_id = {node.id: node for node in parallel}
+    groups = dict(flattener.groups)
+    groups.update({node.id: groups[node.source] for node in parallel if node.source in groups})
     return CompileResult(
         valid=not errors,
         errors=errors,
@@ -89,7 +91,7 @@ def graph_compile(spec: Any, *, max_nodes: int = MAX_NODES, max_edges: int = MAX
         parallel_nodes=parallel,
         interrupt_before=interrupt_before,
         interrupt_after=interrupt_after,
-        mermaid_source=mermaid_flowchart(keys, routes, {}, before, after),
-        mermaid_compiled=mermaid_flowchart(compiled_keys, compiled_routes, by_id, before, after),
+        mermaid_source=mermaid_flowchart(keys, routes, {}, before, after, groups),
+        mermaid_compiled=mermaid_flowchart(compiled_keys, compiled_routes, by_id, before, after, groups),
     )
 

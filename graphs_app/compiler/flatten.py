@@ -87,8 +87,9 @@ class Flattener:
         self.placeholders: list[Key] = []
         self.before: list[Any] = []  # keys until contract() maps them to flattened ids
         self.after: list[Any] = []
+        self.groups: dict[str, tuple[str, ...]] = {}  # real node -> the subgraphs holding it, outermost first
 
-    def add(self, graph: Graph, prefix: str, entry: Key, exit: Key) -> None:
+    def add(self, graph: Graph, prefix: str, entry: Key, exit: Key, within: tuple[str, ...] = ()) -> None:
         as_source: dict[str, Key] = {START: entry}
         as_target: dict[str, Key] = {END: exit}
         for node in graph.nodes:
@@ -98,7 +99,7 @@ class Flattener:
             if node.subgraph is not None:
                 as_source[node.id], as_target[node.id] = ("out", name), ("in", name)
                 self.placeholders += [("in", name), ("out", name)]
-                self.add(node.subgraph, name + SEPARATOR, ("in", name), ("out", name))
+                self.add(node.subgraph, name + SEPARATOR, ("in", name), ("out", name), (*within, name))
                 continue
             as_source[node.id] = as_target[node.id] = name
             if name in self.routes:  # e.g. a node "B-D" beside subgraph B's child D
@@ -107,6 +108,8 @@ class Flattener:
             else:
                 self.order.append(name)
                 self.routes[name] = Route()
+                if within:
+                    self.groups[name] = within
 
         first_kind: dict[Key, bool] = {}  # is the first edge of a source conditional?
         for edge in graph.edges:

@@ -165,7 +165,7 @@ class _PostDominators:
 
 # A block's search that has looked at this many nodes without an answer first looks for
 # cycles through its source or its branches, which answer most big fan-outs at once.
-_SEARCH_BEFORE_CYCLES = 64
+_SEARCH_BEFORE_CYCLES = 16
 
 
 class _BlockChecker:
