@@ -17,7 +17,7 @@ from memoryadmin.errors import NotFound
 from sessions_app.checkpoints.selectors import checkpoint_steps
 
 from .compiler import END, SEPARATOR, START, CompileResult, SpecError, graph_compile
-from .diagrams import mermaid_marked
+from .diagrams import Diagram, diagram_for_page, mermaid_marked
 from .models import GraphDefinition
 from .specs import spec_limits
 
@@ -110,6 +110,10 @@ class ThreadGraph:
     truncated: bool = False  # more than PATH_LIMIT checkpoints: the oldest are not shown
     matched_by: str = ""  # "metadata.graph" or "agent_code"
     mermaid: str = ""
+
+    @property
+    def diagram(self) -> Diagram:
+        return diagram_for_page(self.mermaid)
 
     def as_dict(self) -> dict[str, Any]:
         return {"graph": self.graph.pk, "name": self.graph.name, "path": list(self.path), "current": self.current}

@@ -20,7 +20,7 @@ _MERMAID_CLASSES = {
 }
 
 
-def _mermaid_text(text: str) -> str:
+def mermaid_text(text: str) -> str:
     """Text safe inside a quoted Mermaid label: letters, digits and a few harmless marks
     stay, everything else (quotes, brackets, <, >, &, #, ;, control characters…) becomes
     a numeric entity code (``#34;``) that Mermaid renders as the character."""
@@ -52,9 +52,9 @@ def mermaid_flowchart(
             opened.pop()
             lines.append("    " * (len(opened) + 1) + "end")
         for name in within[len(opened) :]:
-            lines.append("    " * (len(opened) + 1) + f'subgraph g{len(lines)}["{_mermaid_text(name)}"]')
+            lines.append("    " * (len(opened) + 1) + f'subgraph g{len(lines)}["{mermaid_text(name)}"]')
             opened.append(name)
-        label = _mermaid_text(key)
+        label = mermaid_text(key)
         if key in (START, END):
             shape = f'(["{label}"])'
         elif key in parallel:
@@ -73,7 +73,7 @@ def mermaid_flowchart(
 
     def arrow(source: str, link: str, target: str, outcome: str | None = None) -> None:
         if target in ids:
-            text = f'|"{_mermaid_text(outcome)}"|' if outcome is not None else ""
+            text = f'|"{mermaid_text(outcome)}"|' if outcome is not None else ""
             lines.append(f"    {ids[source]} {link}{text} {ids[target]}")
 
     for key in keys:

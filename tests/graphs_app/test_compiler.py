@@ -618,3 +618,19 @@ def test_a_real_langgraph_state_graph_compiles():
     assert set(result.flattened["agent"]) == {"tools", END}
     assert result.flattened["tools"] == ["agent"]
     assert '-.->|"finish"|' in result.mermaid_source
+
+
+def test_mermaid_draws_each_subgraph_as_a_named_box_around_its_nodes():
+    inner = graph("__start__>X", "X>__end__")
+    nested = graph("__start__>D", "D>Y", "Y>__end__", nodes=["D", {"id": "Y", "subgraph": inner}])
+    spec = graph("__start__>A", "A>B", "B>C", "C>__end__", nodes=["A", {"id": 'B"<b>', "subgraph": nested}, "C"])
+    spec["edges"] = [{**e, "source": 'B"<b>'} if e["source"] == "B" else ({**e, "target": 'B"<b>'} if e.get("target") == "B" else e) for e in spec["edges"]]
+    lines = graph_compile(spec).mermaid_source.splitlines()
+    start = next(i for i, line in enumerate(lines) if "subgraph" in line)
+    assert lines[start] == '    subgraph g3["B#34;#60;b#62;"]'
+    assert lines[start + 1].strip().endswith('["B#34;#60;b#62;-D"]')
+    assert lines[start + 2].strip().startswith("subgraph") and lines[start + 2].endswith('["B#34;#60;b#62;-Y"]')
+    assert lines[start + 3].strip().endswith('["B#34;#60;b#62;-Y-X"]')
+    assert lines[start + 4] == "        end" and lines[start + 5] == "    end"
+    assert '["C"]' in lines[start + 6]
+    assert sum(line.strip() == "end" for line in lines) == 2
