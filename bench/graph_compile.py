@@ -1,6 +1,6 @@
 """The graph compiler timed on large graphs, optionally against another revision of it.
 
-    .venv/bin/python bench/graph_compile.py [--rounds 5] [--against REV] [--write]
+    .venv/bin/python bench/graph_compile.py [--small] [--rounds 5] [--against REV] [--write]
 
 The compiler is pure Python (graphs_app/compiler/, no database, no Django): each graph
 below is compiled ``--rounds`` times in this process and the median is reported, as
@@ -18,7 +18,8 @@ with ``git show``, into a temporary directory) and times it on the same graphs, 
 its node and edge limits lifted so that every graph is compiled; its answers are
 compared with this compiler's (the ``valid`` flag, the adjacency lists, the parallel
 nodes, and the error codes with their nodes). A graph taking that compiler more than
-``--budget`` seconds (default 60) is timed once. ``--write`` replaces the
+``--budget`` seconds (default 60) is timed once. ``--small`` divides the sizes by 10.
+``--write`` replaces the
 "graph-compile" section of docs/benchmarks.md. Also run by ``make bench``.
 """
 
@@ -93,15 +94,21 @@ def into_subgraphs(count: int) -> dict[str, Any]:
     }
 
 
-GRAPHS: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-    ("a chain of 1,000 nodes", lambda: chain(1_000)),
-    ("a chain of 5,000 nodes", lambda: chain(5_000)),
-    ("a chain of 10,000 nodes", lambda: chain(10_000)),
-    ("2,000 nodes, 10,000 edges (a chain and random edges)", lambda: dense(2_000, 10_000)),
-    ("2,500 stacked diamonds (10,000 nodes)", lambda: diamonds(2_500)),
-    ("3,333 blocks nested in one another (10,000 nodes)", lambda: onion(3_333)),
-    ("one node into 5,000 subgraphs of 2 entries (10,002 nodes)", lambda: into_subgraphs(5_000)),
-]
+def graphs(scale: int) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    """The graphs timed; ``scale`` divides their sizes (10 for ``--small``)."""
+
+    def n(count: int) -> int:
+        return max(1, count // scale)
+
+    return [
+        (f"a chain of {n(1_000):,} nodes", lambda: chain(n(1_000))),
+        (f"a chain of {n(5_000):,} nodes", lambda: chain(n(5_000))),
+        (f"a chain of {n(10_000):,} nodes", lambda: chain(n(10_000))),
+        (f"{n(2_000):,} nodes, {n(10_000):,} edges (a chain and random edges)", lambda: dense(n(2_000), n(10_000))),
+        (f"{n(2_500):,} stacked diamonds ({4 * n(2_500):,} nodes)", lambda: diamonds(n(2_500))),
+        (f"{n(3_333):,} blocks nested in one another ({3 * n(3_333) + 1:,} nodes)", lambda: onion(n(3_333))),
+        (f"one node into {n(5_000):,} subgraphs of 2 entries ({2 * n(5_000) + 2:,} nodes)", lambda: into_subgraphs(n(5_000))),
+    ]
 
 
 def old_compiler(revision: str) -> Callable[[Any], Any]:
@@ -147,6 +154,7 @@ def seconds(value: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--small", action="store_true", help="graphs a tenth of the size")
     parser.add_argument("--against", metavar="REV", help="also time graphs_app/compiler/ at this git revision")
     parser.add_argument("--budget", type=float, default=60.0, help="seconds after which the other revision is timed once")
     parser.add_argument("--write", action="store_true", help="write the figures into docs/benchmarks.md")
@@ -156,7 +164,7 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     rows = []
-    for label, make in GRAPHS:
+    for label, make in graphs(10 if args.small else 1):
         spec = make()
         cpu, wall, result = timed(lambda s: graph_compile(s, **LIMITS), spec, args.rounds, args.budget)
         row = [label, f"{seconds(cpu)} ({seconds(wall)})", f"{len(result.errors)}"]
