@@ -113,37 +113,57 @@ def canonical(value: Any) -> bytes:
     return json_canonical(value)
 
 
+def chain_next(previous: str, message_bytes: bytes) -> str:
+    """The chain digest after one more message: SHA-256 of the previous digest (32 bytes,
+    none before the first message) followed by the message's canonical JSON."""
+    return hashlib.sha256(bytes.fromhex(previous) + message_bytes).hexdigest()
+
+
+def chain_continue(head: str, messages: list[dict[str, Any]]) -> list[str]:
+    """The chain digests of `messages` appended after a context whose digest is `head`
+    ("" for an empty context): the work of an append depends on the new messages only.
+    Raises TypeError on what JSON cannot hold."""
+    sha256 = hashlib.sha256
+    state = bytes.fromhex(head)
+    digests: list[str] = []
+    for message in messages:
+        step = sha256(state + canonical(message))
+        state = step.digest()
+        digests.append(step.hexdigest())
+    return digests
+
+
 class ContextHasher:
     """The hash chain of a context.
 
-    The chain is a running SHA-256 over the canonical JSON of the context list,
-    read message by message: the digest after message i commits to messages
-    0..i. Its value after the first k messages is therefore the hash of the
-    canonical list serialisation of `context[:k]` without its closing bracket,
-    which the C serialiser produces in one pass; so checking that a posted
-    context still starts with what is stored costs one serialisation, not a
-    database read and not a Python loop per message.
+    The digest after message i is SHA-256(digest after message i-1 ‖ canonical JSON of
+    message i) (nothing before the first message), so it commits to messages 0..i and
+    it can be continued from the stored digest alone: an append hashes the new messages
+    only (`chain_continue`). Checking that a posted context still starts with what is
+    stored hashes the posted prefix, one canonical serialisation and one SHA-256 per
+    message, and reads nothing from the database.
     """
 
     def __init__(self, context: list[dict[str, Any]]):
         self.context = context
-        self._states: dict[int, Any] = {}
+        self._digest_at = 0
+        self._digest = b""
 
-    def _prefix_state(self, k: int):
-        # Kept per k: the prefix checked against the stored head is the one appended to.
-        if k not in self._states:
-            head = memoryview(canonical(self.context[:k]))[:-1]  # drop the closing ']' (no copy)
-            self._states[k] = hashlib.sha256(head)
-        return self._states[k].copy()
+    def _state(self, k: int) -> bytes:
+        # The digest after the first k messages, continuing from the furthest computed
+        # (a save asks for the stored prefix first and the digests after it next).
+        if k < self._digest_at:
+            self._digest_at, self._digest = 0, b""
+        sha256 = hashlib.sha256
+        state = self._digest
+        for index in range(self._digest_at, k):
+            state = sha256(state + canonical(self.context[index])).digest()
+        self._digest_at, self._digest = k, state
+        return state
 
     def prefix_digest(self, k: int) -> str:
-        return self._prefix_state(k).hexdigest()
+        return self._state(k).hex()
 
     def digests_from(self, start: int) -> list[str]:
         """The chain digests for messages start..end, continuing from the prefix."""
-        state = self._prefix_state(start)
-        digests: list[str] = []
-        for index in range(start, len(self.context)):
-            state.update((b"," if index else b"") + canonical(self.context[index]))
-            digests.append(state.copy().hexdigest())
-        return digests
+        return chain_continue(self._state(start).hex(), self.context[start:])

@@ -118,6 +118,9 @@ def thread_agent_codes(*, actor) -> list[str]:
 class AgentState:
     thread: Thread
     context: list[dict[str, Any]]
+    # The chain digest of the last active message ("" for an empty context): what an
+    # append-only save continues from.
+    head: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -125,32 +128,38 @@ class AgentState:
             "agent_code": self.thread.agent_code,
             "context": self.context,
             "extra_state": self.thread.extra_state,
+            "head": self.head,
         }
 
 
-def _active_messages(thread: Thread) -> list[dict[str, Any]]:
+def _active_messages(thread: Thread) -> tuple[list[dict[str, Any]], str]:
     if connection.vendor == "postgresql":
         # One row holding the whole context as JSON text, decoded in one C call: a
         # 10 000-message thread would otherwise cost 10 000 row fetches and json.loads.
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT coalesce(json_agg(message ORDER BY seq), '[]'::json)::text FROM sessions_app_block"
-                " WHERE thread_id = %s AND agent_code = %s AND NOT archived",
-                [thread.pk, thread.agent_code],
+                "SELECT coalesce(json_agg(b.message ORDER BY b.seq), '[]'::json)::text,"
+                " (SELECT h.chain_hash FROM sessions_app_block h WHERE h.thread_id = %s AND h.agent_code = %s"
+                "   AND NOT h.archived ORDER BY h.seq DESC LIMIT 1)"
+                " FROM sessions_app_block b WHERE b.thread_id = %s AND b.agent_code = %s AND NOT b.archived",
+                [thread.pk, thread.agent_code, thread.pk, thread.agent_code],
             )
+            text, head = cursor.fetchone()
             # Exact integers, and each message cut where the model field cuts it (one level down).
-            return stored_loads(cursor.fetchone()[0], depth_max=SHOWN_DEPTH_MAX + 1)
-    return list(
+            return stored_loads(text, depth_max=SHOWN_DEPTH_MAX + 1), head or ""
+    rows = list(
         Block.objects.filter(thread=thread, agent_code=thread.agent_code, archived=False)
         .order_by("seq")
-        .values_list("message", flat=True)
+        .values_list("message", "chain_hash")
     )
+    return [row[0] for row in rows], rows[-1][1] if rows else ""
 
 
 def thread_agent_state(*, actor, thread_id: str) -> AgentState:
     """The active blocks of the thread's agent, in seq order, exactly as posted (two queries)."""
     thread = thread_get_for_read(actor=actor, thread_id=thread_id)
-    return AgentState(thread=thread, context=_active_messages(thread))
+    context, head = _active_messages(thread)
+    return AgentState(thread=thread, context=context, head=head)
 
 
 def parse_archived(value: str | None) -> ArchivedFilter:

@@ -42,6 +42,9 @@ class SaveResult:
     archived: int
     active: int
     max_seq: int
+    # The chain digest of the agent's last active message after the save ("" when its
+    # context is empty): what an append continues from (docs/api.md).
+    head: str = ""
     # The thread's entity tag after the save (an HTTP header, not part of the body).
     etag: str = ""
 
@@ -62,7 +65,7 @@ def _validate_context_shape(context: Any) -> None:
         )
 
 
-def _parse_messages(context: list, start: int) -> list[ParsedMessage]:
+def parse_messages(context: list, start: int, field: str = "context") -> list[ParsedMessage]:
     """Validate the messages from `start` on; errors name their index in the whole context.
 
     Messages before `start` match the stored chain, so they were validated when stored:
@@ -71,7 +74,7 @@ def _parse_messages(context: list, start: int) -> list[ParsedMessage]:
     parsed: list[ParsedMessage] = []
     errors: dict[str, list[str]] = {}
     for index in range(start, len(context)):
-        item, item_errors = parse_message(context[index], f"context[{index}]")
+        item, item_errors = parse_message(context[index], f"{field}[{index}]")
         if item_errors:
             errors.update(item_errors)
             if len(errors) >= 20:
@@ -84,11 +87,11 @@ def _parse_messages(context: list, start: int) -> list[ParsedMessage]:
     return parsed
 
 
-def _not_json(exc: TypeError) -> InvalidInput:
+def not_json(exc: TypeError) -> InvalidInput:
     return InvalidInput(f"context cannot be stored as JSON: {exc}", fields={"context": [str(exc)]})
 
 
-def _validate_agent_code(agent_code: Any) -> str:
+def validate_agent_code(agent_code: Any) -> str:
     if not isinstance(agent_code, str) or not agent_code.strip():
         raise InvalidInput("agent_code is required.", fields={"agent_code": ["is required."]})
     if len(agent_code) > AGENT_CODE_MAX:
@@ -97,6 +100,15 @@ def _validate_agent_code(agent_code: Any) -> str:
             fields={"agent_code": [f"at most {AGENT_CODE_MAX} characters."]},
         )
     return text_input_check(agent_code, "agent_code")
+
+
+def validate_extra_state(extra_state: Any) -> dict | None:
+    """extra_state as stored: a JSON object within the limits, or None (rule S8)."""
+    if extra_state is None:
+        return None
+    if not isinstance(extra_state, dict):
+        raise InvalidInput("extra_state must be a JSON object or null.", fields={"extra_state": ["must be an object or null."]})
+    return json_value_check(extra_state, "extra_state", depth_max=DEPTH_MAX)
 
 
 def title_from_text(text: str) -> str:
@@ -113,7 +125,7 @@ def title_from_text(text: str) -> str:
     return cut.rstrip(" ,;:.-") + "…"
 
 
-def _title_from(parsed: list[ParsedMessage]) -> str:
+def title_from(parsed: list[ParsedMessage]) -> str:
     """The first user message's text, as a title (title_from_text)."""
     for item in parsed:
         if item.role == "user":
@@ -123,17 +135,17 @@ def _title_from(parsed: list[ParsedMessage]) -> str:
     return ""
 
 
-def _ensure_writer(actor, thread: Thread) -> None:
+def ensure_writer(actor, thread: Thread) -> None:
     """Only a thread's owner writes to it: not another member, not an operator, not an admin (memoryadmin.policy)."""
     policy.ensure_may_write(actor, owner_id=thread.owner_id, target=f"thread:{thread.thread_id}", action="thread.write")
 
 
-def _ensure_can_write_at_all(actor, thread_id: str) -> None:
+def ensure_can_write_at_all(actor, thread_id: str) -> None:
     """Before anything is read: whether the actor may write a thread of their own (operators may not)."""
     policy.ensure_may_write(actor, owner_id=None, target=f"thread:{thread_id}", action="thread.write")
 
 
-def _lock_or_create(*, thread_id: str, actor, agent_code: str) -> tuple[Thread, bool]:
+def lock_or_create(*, thread_id: str, actor, agent_code: str) -> tuple[Thread, bool]:
     """The thread row locked for this transaction, created (owned by actor) when new.
 
     Two first saves of one new thread race on the unique thread_id: the loser's
@@ -171,15 +183,11 @@ def thread_save_agent_state(
     """
     try:
         thread_id_validate(thread_id)
-        agent_code = _validate_agent_code(agent_code)
+        agent_code = validate_agent_code(agent_code)
         _validate_context_shape(context)
-        if extra_state_given and extra_state is not None:
-            if not isinstance(extra_state, dict):
-                raise InvalidInput(
-                    "extra_state must be a JSON object or null.", fields={"extra_state": ["must be an object or null."]}
-                )
-            extra_state = json_value_check(extra_state, "extra_state", depth_max=DEPTH_MAX)
-        _ensure_can_write_at_all(actor, thread_id)
+        if extra_state_given:
+            extra_state = validate_extra_state(extra_state)
+        ensure_can_write_at_all(actor, thread_id)
         save = {
             "actor": actor,
             "thread_id": thread_id,
@@ -295,14 +303,29 @@ def _append_in_one_statement(
             return None
         digests = hasher.digests_from(stored)
     except TypeError as exc:
-        raise _not_json(exc) from exc
-    parsed = _parse_messages(context, stored)
+        raise not_json(exc) from exc
+    parsed = parse_messages(context, stored)
+    return guarded_append(
+        actor=actor, thread_id=thread_id, agent_code=agent_code, head_row=row, parsed=parsed, digests=digests,
+        extra_state=extra_state, extra_state_given=extra_state_given,
+    )
+
+
+def guarded_append(
+    *, actor, thread_id, agent_code, head_row, parsed, digests, extra_state, extra_state_given
+) -> SaveResult | None:
+    """Append `parsed` (hashed to `digests`) after the head read by HEAD_SQL (`head_row`), in
+    one statement that writes only if the thread row is unchanged since that read; None
+    when it moved (nothing written)."""
+    pk, _owner_id, _agent_code, last_seq, rewrite_count, active_count, updated_at, untitled, position, _head = head_row
+    stored = position + 1 if position is not None else 0
     # The text the model field would store: doubles stay doubles in jsonb (memoryadmin/json.py).
     messages = [db_text(item.message) for item in parsed]
     state = db_text(extra_state) if extra_state_given and extra_state is not None else None
+    count = len(parsed)
 
     now = timezone.now()
-    params: list[Any] = [last_seq + total - stored, total - stored, agent_code, now, _title_from(parsed) if untitled else ""]
+    params: list[Any] = [last_seq + count, count, agent_code, now, title_from(parsed) if untitled else ""]
     if extra_state_given:
         params.append(state)
     params += [pk, actor.pk, last_seq, rewrite_count, active_count, updated_at, agent_code, now]
@@ -311,29 +334,30 @@ def _append_in_one_statement(
             last_seq + 1 + offset, stored + offset, item.role, item.content, messages[offset],
             item.block_type, digests[offset],
         ]
-    sql = thread_append_sql(rows=len(parsed), with_extra_state=extra_state_given)
+    sql = thread_append_sql(rows=count, with_extra_state=extra_state_given)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         inserted = cursor.rowcount
-    if inserted != len(parsed):
+    if inserted != count:
         # The thread moved since it was read (or the UPDATE matched nothing): nothing was written.
         return None
-    written = Thread(pk=pk, last_seq=last_seq + len(parsed), rewrite_count=rewrite_count, updated_at=now, agent_code=agent_code)
+    written = Thread(pk=pk, last_seq=last_seq + count, rewrite_count=rewrite_count, updated_at=now, agent_code=agent_code)
     return SaveResult(
         thread_id=thread_id,
         mode="append",
-        appended=len(parsed),
+        appended=count,
         archived=0,
-        active=total,
+        active=stored + count,
         max_seq=written.last_seq,
+        head=digests[-1],
         etag=thread_etag(written),
     )
 
 
 @transaction.atomic
 def _save(*, actor, thread_id, agent_code, context, extra_state, extra_state_given, if_match):
-    thread, created = _lock_or_create(thread_id=thread_id, actor=actor, agent_code=agent_code)
-    _ensure_writer(actor, thread)
+    thread, created = lock_or_create(thread_id=thread_id, actor=actor, agent_code=agent_code)
+    ensure_writer(actor, thread)
     if if_match is not None and not etag_matches(if_match, None if created else thread_etag(thread)):
         raise PreconditionFailed(
             "The thread changed since you read it (If-Match does not match its ETag); read it again.",
@@ -352,7 +376,7 @@ def _save(*, actor, thread_id, agent_code, context, extra_state, extra_state_giv
     try:
         extends = total >= stored and (not stored or hasher.prefix_digest(stored) == head[1])
     except TypeError as exc:
-        raise _not_json(exc) from exc
+        raise not_json(exc) from exc
     if not extends:
         mode: Mode = "rewrite"
         start = 0
@@ -363,11 +387,11 @@ def _save(*, actor, thread_id, agent_code, context, extra_state, extra_state_giv
         mode = "append"
         start = stored
 
-    parsed = _parse_messages(context, start)
+    parsed = parse_messages(context, start)
     try:
         digests = hasher.digests_from(start) if start < total else []
     except TypeError as exc:
-        raise _not_json(exc) from exc
+        raise not_json(exc) from exc
 
     archived = 0
     now = timezone.now()
@@ -403,7 +427,7 @@ def _save(*, actor, thread_id, agent_code, context, extra_state, extra_state_giv
         thread.active_count += len(new_blocks) - archived
         thread.archived_count += archived
         if not thread.title:
-            thread.title = _title_from(parsed)
+            thread.title = title_from(parsed)
         if extra_state_given:
             thread.extra_state = extra_state
         thread.save()
@@ -416,6 +440,7 @@ def _save(*, actor, thread_id, agent_code, context, extra_state, extra_state_giv
         archived=archived,
         active=total,
         max_seq=thread.last_seq,
+        head=digests[-1] if digests else (head[1] if head and mode == "noop" else ""),
         etag=thread_etag(thread),
     )
     return result, {"rewrite": mode == "rewrite", "archived": archived}

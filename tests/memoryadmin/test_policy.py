@@ -30,6 +30,7 @@ from sessions_app.checkpoints import lifecycle
 from sessions_app.checkpoints import services as checkpoints
 from sessions_app.models import Thread
 from sessions_app.threads import services as threads
+from sessions_app.threads import append
 from sessions_app.turns import services as turns_svc
 from store_app import services as store
 from store_app.models import StoreItem
@@ -83,6 +84,8 @@ OWNER, ADMIN = "owner", "admin"
 WRITES = {
     "sessions_app.threads.services.thread_save_agent_state": (OWNER, lambda a, w: threads.thread_save_agent_state(
         actor=a, thread_id="t1", agent_code="bot", context=turns(6))),
+    "sessions_app.threads.append.thread_append_messages": (OWNER, lambda a, w: append.thread_append_messages(
+        actor=a, thread_id="t1", agent_code="bot", messages=turns(2))),
     "sessions_app.threads.services.thread_clear": (ADMIN, lambda a, w: threads.thread_clear(actor=a, thread_id="t1")),
     "sessions_app.threads.services.thread_delete": (OWNER, lambda a, w: threads.thread_delete(actor=a, thread_id="t1")),
     "sessions_app.checkpoints.services.checkpoint_put": (OWNER, lambda a, w: checkpoints.checkpoint_put(
@@ -153,9 +156,14 @@ NOT_WRITES = {
     "store_app.services.store_ttl_refresh": "refreshes the reader's own items only (test below)",
     "memoryadmin.accounts.account_users": "reads (admins)",
     "memoryadmin.accounts.account_keys": "reads (admins)",
+    "sessions_app.threads.services.ensure_writer": "the check itself, through policy",
+    "sessions_app.threads.services.ensure_can_write_at_all": "the check itself, through policy",
+    "sessions_app.threads.services.lock_or_create": "a step of the saves, after their check",
+    "sessions_app.threads.services.guarded_append": "a step of the saves, after their check",
 }
 SERVICE_MODULES = (
     "sessions_app.threads.services",
+    "sessions_app.threads.append",
     "sessions_app.checkpoints.services",
     "sessions_app.checkpoints.lifecycle",
     "sessions_app.turns.services",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -27,9 +28,18 @@ def test_save_and_load_round_trip(alice_api):
     context = [{"role": "user", "content": "hi", "id": "x", "extra": {"keep": [1, "two"]}}, {"role": "ai", "content": "yo"}]
     response = put_state(alice_api, context=context, extra_state={"summary": "s"})
     assert response.status_code == 200
-    assert response.json() == {"thread_id": "t1", "mode": "append", "appended": 2, "archived": 0, "active": 2, "max_seq": 2}
+    # The head is the chain digest after the last message: SHA-256 of the previous digest
+    # and the message's canonical JSON (sorted keys, no spaces).
+    head = b""
+    for message in context:
+        head = hashlib.sha256(head + json.dumps(message, sort_keys=True, separators=(",", ":")).encode()).digest()
+    assert response.json() == {
+        "thread_id": "t1", "mode": "append", "appended": 2, "archived": 0, "active": 2, "max_seq": 2, "head": head.hex()
+    }
     loaded = alice_api.get(STATE.format("t1"))
-    assert loaded.json() == {"thread_id": "t1", "agent_code": "bot", "context": context, "extra_state": {"summary": "s"}}
+    assert loaded.json() == {
+        "thread_id": "t1", "agent_code": "bot", "context": context, "extra_state": {"summary": "s"}, "head": head.hex()
+    }
 
 
 def test_x_api_key_header_works_too(alice):

@@ -37,7 +37,9 @@ def test_it_creates_the_thread_owned_by_the_caller_with_a_title(alice):
     # Cut at a word boundary, with an ellipsis: never mid-word, never reading as the whole question.
     assert thread.title == "Where should I stay in Lisbon if I want quiet…"
     assert len(thread.title) <= 50
-    assert result.as_dict() == {"thread_id": "t1", "mode": "append", "appended": 2, "archived": 0, "active": 2, "max_seq": 2}
+    body = result.as_dict()
+    assert body.pop("head") == Block.objects.get(thread=thread, seq=2).chain_hash
+    assert body == {"thread_id": "t1", "mode": "append", "appended": 2, "archived": 0, "active": 2, "max_seq": 2}
 
 
 def test_it_appends_only_the_new_tail(alice):
@@ -280,7 +282,7 @@ def test_a_save_that_raced_between_its_read_and_its_write_falls_back_to_the_lock
     import sessions_app.threads.services as services
 
     save(alice, turns(4))
-    real_parse = services._parse_messages
+    real_parse = services.parse_messages
     raced = []
 
     def parse_then_let_the_other_replica_save(context, start):
@@ -289,7 +291,7 @@ def test_a_save_that_raced_between_its_read_and_its_write_falls_back_to_the_lock
             raced[0] = save(alice, turns(6))
         return real_parse(context, start)
 
-    monkeypatch.setattr(services, "_parse_messages", parse_then_let_the_other_replica_save)
+    monkeypatch.setattr(services, "parse_messages", parse_then_let_the_other_replica_save)
     result = save(alice, turns(6))
     assert raced[0].mode == "append" and raced[0].appended == 2
     assert (result.mode, result.appended, result.max_seq) == ("noop", 0, 6)

@@ -40,6 +40,18 @@ class AgentStateSaveSerializer(serializers.Serializer):
     )
 
 
+class AgentStateAppendSerializer(serializers.Serializer):
+    agent_code = serializers.RegexField(r"\S", max_length=64, help_text="1 to 64 characters, not only spaces")
+    messages = serializers.ListField(child=MessageSerializer(), help_text="only the new messages, in order")
+    extra_state = JsonObjectField(
+        required=False, help_text="overwritten when present (null clears it), kept when absent"
+    )
+    head = serializers.CharField(
+        required=False, allow_blank=True,
+        help_text="append only if the agent's last active message has this chain digest (`head` of a save answer; empty: no message yet); else 412",
+    )
+
+
 class SaveResultSerializer(serializers.Serializer):
     thread_id = serializers.CharField()
     mode = serializers.ChoiceField(choices=["append", "rewrite", "noop"])
@@ -47,6 +59,7 @@ class SaveResultSerializer(serializers.Serializer):
     archived = serializers.IntegerField()
     active = serializers.IntegerField()
     max_seq = serializers.IntegerField()
+    head = serializers.CharField(help_text="chain digest of the agent's last active message; empty for an empty context")
 
 
 class AgentStateSerializer(serializers.Serializer):
@@ -54,6 +67,7 @@ class AgentStateSerializer(serializers.Serializer):
     agent_code = serializers.CharField()
     context = serializers.ListField(child=serializers.DictField())
     extra_state = serializers.JSONField(allow_null=True)
+    head = serializers.CharField(help_text="chain digest of the last active message; empty for an empty context")
 
 
 class BlockSerializer(serializers.Serializer):

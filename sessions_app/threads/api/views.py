@@ -8,8 +8,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memoryadmin.api import SeqCursorPagination
+from memoryadmin.errors import InvalidInput
 
-from sessions_app.threads import selectors, services
+from sessions_app.threads import append, selectors, services
 from sessions_app.threads.api import serializers as s
 from memoryadmin.api import THREAD_ID, json_body
 
@@ -58,6 +59,58 @@ class AgentStateView(APIView):
             if_match=request.headers.get("If-Match"),
         )
         return Response(result.as_dict(), headers={"ETag": result.etag})
+
+
+class AgentStateAppendView(APIView):
+    @extend_schema(
+        parameters=[
+            THREAD_ID,
+            ETAG_HEADER,
+            OpenApiParameter(
+                "If-Match", str, OpenApiParameter.HEADER,
+                description="append only if the thread still has this ETag (from a GET or a previous save); else 412",
+            ),
+            OpenApiParameter(
+                "If-None-Match", str, OpenApiParameter.HEADER,
+                description="`*`: append only if the thread does not exist yet (its first save); else 412",
+            ),
+        ],
+        request=s.AgentStateAppendSerializer,
+        responses={
+            200: s.SaveResultSerializer,
+            412: OpenApiResponse(description="the thread moved since the ETag or head given; nothing written"),
+        },
+        summary="Append new messages to an agent's context (only the new messages travel)",
+    )
+    def post(self, request: Request, thread_id: str) -> Response:
+        data = json_body(request)
+        head = data.get("head")
+        if head is not None and not isinstance(head, str):
+            raise InvalidInput("head must be a string.", fields={"head": ["must be a string (a chain digest, or empty)."]})
+        result = append.thread_append_messages(
+            actor=request.user,
+            thread_id=thread_id,
+            agent_code=data.get("agent_code"),
+            messages=data.get("messages"),
+            extra_state=data.get("extra_state"),
+            extra_state_given="extra_state" in data,
+            if_match=request.headers.get("If-Match"),
+            if_none_match=_if_none_match(request),
+            expect_head=head,
+        )
+        return Response(result.as_dict(), headers={"ETag": result.etag})
+
+
+def _if_none_match(request: Request) -> str | None:
+    value = request.headers.get("If-None-Match")
+    if value is None:
+        return None
+    if value.strip() != "*":
+        raise InvalidInput(
+            "If-None-Match on an append takes only `*` (the thread must not exist yet).",
+            fields={"If-None-Match": ["must be `*`."]},
+        )
+    return "*"
 
 
 class ThreadMessagesView(APIView):
