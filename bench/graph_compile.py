@@ -107,7 +107,7 @@ def graphs(scale: int) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
         (f"{n(2_000):,} nodes, {n(10_000):,} edges (a chain and random edges)", lambda: dense(n(2_000), n(10_000))),
         (f"{n(2_500):,} stacked diamonds ({4 * n(2_500):,} nodes)", lambda: diamonds(n(2_500))),
         (f"{n(3_333):,} blocks nested in one another ({3 * n(3_333) + 1:,} nodes)", lambda: onion(n(3_333))),
-        (f"one node into {n(5_000):,} subgraphs of 2 entries ({2 * n(5_000) + 2:,} nodes)", lambda: into_subgraphs(n(5_000))),
+        (f"one node into {n(5_000):,} subgraphs of 2 entries ({2 * n(5_000) + 2:,} nodes once flattened)", lambda: into_subgraphs(n(5_000))),
     ]
 
 

@@ -144,6 +144,7 @@ class Flattener:
         self.after = self._interrupt_nodes(self.after, lambda key: predecessors.get(key, {}))
 
         present: dict[Key, set[Key]] = {}  # a plain route's targets as a set, for the users spliced in place
+        near: dict[Key, int] = {}  # where the last splice into a user's targets was
         for placeholder in self.placeholders:
             # A loop made only of entries and exits (an empty subgraph feeding itself) leads nowhere.
             replacement = (self.routes.pop(placeholder, None) or Route()).replaced(placeholder, [])
@@ -154,7 +155,10 @@ class Flattener:
                 if not route.conditional and not replacement.conditional:
                     # The common case, plain into plain, in place: a node may lead to thousands
                     # of subgraphs, and copying its list for each of them would be quadratic.
-                    _splice_plain(route, placeholder, replacement.targets, present.setdefault(user, set(route.targets)))
+                    members = present.get(user)
+                    if members is None:
+                        members = present[user] = set(route.targets)
+                    near[user] = _splice_plain(route, placeholder, replacement.targets, members, near.get(user, 0))
                     merged, problem = route, None
                 else:
                     present.pop(user, None)
@@ -190,19 +194,25 @@ class Flattener:
         return list(dict.fromkeys(names))
 
 
-def _splice_plain(route: Route, placeholder: Key, new: list[Key], present: set[Key]) -> None:
+def _splice_plain(route: Route, placeholder: Key, new: list[Key], present: set[Key], near: int = 0) -> int:
     """``route.replaced(placeholder, new)`` for plain routes, in place; ``present`` holds the
-    route's targets and is kept up to date."""
+    route's targets and is kept up to date. The placeholder is looked for from ``near`` on
+    first: placeholders are contracted in the order their edges were written, so the next
+    one usually follows the last splice. Answers where this splice was."""
     targets = route.targets
     if placeholder not in present:
-        return
-    at = targets.index(placeholder)
+        return near
+    try:
+        at = targets.index(placeholder, near)
+    except ValueError:
+        at = targets.index(placeholder)
     present.discard(placeholder)
     if present.isdisjoint(new):
         targets[at : at + 1] = new
     else:  # a target reached twice keeps its first place, as in Route.replaced
         route.targets = targets = list(dict.fromkeys([*targets[:at], *new, *targets[at + 1 :]]))
     present.update(new)
+    return at
 
 
 def _key_name(key: Key) -> str:

@@ -5,8 +5,9 @@ parallel nodes").
 Linear in nodes plus edges for the shapes graphs take (chains, nested and stacked
 parallel blocks, dense graphs whose fan-outs never converge): the join of every fan-out
 comes from one post-dominator tree, a fan-out whose branches fall under the same child
-of the join is refused without searching the graph, and a nested block already found
-well formed is stepped over as one node by the blocks around it.
+of the join is refused without searching the graph, a search that runs long looks for
+cycles through the source or the branches (found once per join), and a nested block
+already found well formed is stepped over as one node by the blocks around it.
 """
 
 from __future__ import annotations
@@ -176,10 +177,13 @@ class _BlockChecker:
     holds a conditional edge. Spring AI Alibaba asks for one node per branch with one
     plain edge to the join; chains and sub-DAGs are accepted here.
 
-    Two facts keep this linear. Every node a branch reaches before the join lies under
+    Three facts keep this linear. Every node a branch reaches before the join lies under
     the join in the post-dominator tree, and so does the chain of post-dominators from
     it up to the join; two branches under the same child of the join therefore both
-    reach that child, and meet there. And a well-formed block with no conditional edge
+    reach that child, and meet there. A cycle that avoids the join and passes through the
+    source, or through two branches, is a way back to the source or from one branch into
+    another; the strongly connected components of the graph without the join answer
+    that for every fan-out meeting there. And a well-formed block with no conditional edge
     that nothing enters except through its source (``closed``) looks, from any block
     around it, like one node whose only successor is its join: the search of the outer
     block steps over it instead of walking it again.
@@ -195,6 +199,8 @@ class _BlockChecker:
                 self.predecessors.setdefault(target, []).append(source)
         self.closed_join: dict[str, str] = {}  # closed well-formed block's source -> its join
         self.outer: dict[str, str] = {}  # node -> source of a closed block holding it (union-find)
+        self.sharing: dict[str, list[str]] = {}  # join -> the sources of the fan-outs meeting there
+        self.component: dict[str, dict[str, int]] = {}  # join -> components without it, when needed
 
     def check(self, fan_outs: dict[str, tuple[list[str], str | None]]) -> dict[str, list[GraphError]]:
         # Inner blocks first: a block is reached from the blocks around it, so the post-order
@@ -202,12 +208,10 @@ class _BlockChecker:
         order = _post_order([self.keys[0]], self.adjacency)
         position = {node: index for index, node in enumerate(order)}
         pending = sorted(fan_outs, key=lambda s: position.get(s, len(order)))
-        self.sharing: dict[str, list[str]] = {}  # join -> the sources of the fan-outs meeting there
         for source in pending:
             join = fan_outs[source][1]
             if join is not None:
                 self.sharing.setdefault(join, []).append(source)
-        self.component: dict[str, dict[str, int]] = {}
         return {source: self.block(source, *fan_outs[source]) for source in pending}
 
     def find(self, node: str) -> str:

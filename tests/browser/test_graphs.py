@@ -245,4 +245,6 @@ def test_a_long_label_is_wrapped_and_cut_with_the_full_id_on_hover(page, live_se
     hostile = svg.locator("g.node", has=page.locator("title", has_text=HOSTILE_ID)).first
     assert hostile.locator("title").text_content() == HOSTILE_ID
     assert page.locator("#graph-preview svg img, #graph-preview svg script").count() == 0
+    node.hover()
+    shot(page, "graph-long-labels")
     assert alerts == [] and page.errors == []

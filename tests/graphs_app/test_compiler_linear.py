@@ -171,7 +171,7 @@ def test_splicing_in_place_equals_the_copying_splice():
         placeholder = rng.choice([*targets, "z"])
         new = list(dict.fromkeys(rng.choice("abcdefghij") for _ in range(rng.randint(0, 4))))
         route = Route(list(targets))
-        _splice_plain(route, placeholder, new, set(route.targets))
+        _splice_plain(route, placeholder, new, set(route.targets), near=rng.randint(0, 8))
         assert route.targets == Route(list(targets)).replaced(placeholder, new).targets
 
 
