@@ -93,6 +93,7 @@ bench: install
 	$(PIP) install --quiet -e '.[bench]'
 	$(PY) bench/run.py $(BENCH_ARGS)
 	$(PY) bench/store_semantic.py $(BENCH_ARGS)
+	$(PY) bench/graph_compile.py $(BENCH_ARGS)
 
 # HTTP load test: gunicorn on 127.0.0.1 against a fresh database, wrk per scenario.
 loadtest: install

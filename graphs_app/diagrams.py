@@ -5,11 +5,13 @@ Pure functions over ``CompileResult``; the templates only loop over what is buil
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from .compiler import END, START, CompileResult
+from .compiler.mermaid import mermaid_text
 
 # Styles of the marks added to the compiler's Mermaid. The compiler's own classes are
 # parallel and interrupt*; these names do not collide with them.
@@ -26,6 +28,15 @@ PATH_LINK_STYLE = "stroke:#1f8a4c,stroke-width:3px"
 _NODE_LINE = re.compile(r'\s+(n\d+)(?:\(\["|\["|\{\{")(.*)(?:"\]\)|"\]|"\}\})')
 _EDGE_LINE = re.compile(r'\s+(n\d+) (?:-->|-\.->|==>)(?:\|"[^"]*"\|)? (n\d+)')
 _ENTITY = re.compile(r"#(\d+);")
+_NODE_PARTS = re.compile(r'(\s+(n\d+)(?:\(\["|\["|\{\{"))(.*)("\]\)|"\]|"\}\})')
+_EDGE_PARTS = re.compile(r'(\s+n\d+ (?:-->|-\.->|==>)\|")([^"]*)("\| n\d+)')
+
+# A drawn label is wrapped at this many characters a line, on at most this many lines: one
+# 256-character id must not widen its node until the whole diagram shrinks to a thumbnail.
+# The full id is the node's tooltip (static/js/graphs.js), and the tables list it.
+LABEL_WIDTH = 28
+LABEL_LINES = 3
+_BREAK_AFTER = " -_.,:/"
 
 
 def _unescape(label: str) -> str:
@@ -78,6 +89,61 @@ def mermaid_marked(
     return "\n".join(lines) + "\n"
 
 
+def label_lines(label: str, width: int = LABEL_WIDTH, most: int = LABEL_LINES) -> list[str]:
+    """``label`` in lines of at most ``width`` characters, broken after a space or a
+    separator when one is in the second half of the line; past ``most`` lines the last
+    one ends with an ellipsis."""
+    lines: list[str] = []
+    rest = label
+    while rest and len(lines) < most:
+        if len(rest) <= width:
+            lines.append(rest)
+            rest = ""
+            break
+        cut = max(rest.rfind(mark, width // 2, width) for mark in _BREAK_AFTER) + 1 or width
+        lines.append(rest[:cut])
+        rest = rest[cut:]
+    if rest:
+        lines[-1] = lines[-1][: width - 1].rstrip() + "…"
+    return [line.strip() or line for line in lines] or [label]
+
+
+def _wrapped(escaped: str) -> str:
+    label = _unescape(escaped)
+    if len(label) <= LABEL_WIDTH:
+        return escaped
+    return "<br>".join(mermaid_text(line) for line in label_lines(label))
+
+
+@dataclass(frozen=True)
+class Diagram:
+    """Mermaid source as a page draws it: long labels wrapped and cut, and every node's
+    full id by Mermaid id (``labels``, JSON) for the tooltips."""
+
+    source: str
+    labels: str
+
+
+def diagram_for_page(source: str) -> Diagram:
+    """Wrap the labels of the compiler's (or a marked) Mermaid for drawing.
+
+    Only the compiler's escaped text is changed, and ``<br>`` is the one piece of markup
+    added: the escaped text holds no ``<``, so no label can add markup of its own."""
+    labels: dict[str, str] = {}
+    lines = []
+    for line in source.splitlines():
+        node = _NODE_PARTS.fullmatch(line)
+        if node:
+            labels[node.group(2)] = _unescape(node.group(3))
+            line = node.group(1) + _wrapped(node.group(3)) + node.group(4)
+        else:
+            edge = _EDGE_PARTS.fullmatch(line)
+            if edge:
+                line = edge.group(1) + _wrapped(edge.group(2)) + edge.group(3)
+        lines.append(line)
+    return Diagram("\n".join(lines) + "\n", json.dumps(labels, ensure_ascii=False))
+
+
 @dataclass(frozen=True)
 class AdjacencyRow:
     node: str
@@ -108,6 +174,13 @@ class Preview:
     mermaid_compiled: str
     node_count: int
     edge_count: int
+
+    @property
+    def diagrams(self) -> list[tuple[str, str, Diagram]]:
+        return [
+            ("Before compilation", "subgraphs flattened", diagram_for_page(self.mermaid_source)),
+            ("After compilation", "parallel nodes inserted", diagram_for_page(self.mermaid_compiled)),
+        ]
 
     @property
     def tables(self) -> list[tuple[str, list[AdjacencyRow]]]:

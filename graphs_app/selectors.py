@@ -17,8 +17,9 @@ from memoryadmin.errors import NotFound
 from sessions_app.checkpoints.selectors import checkpoint_steps
 
 from .compiler import END, SEPARATOR, START, CompileResult, SpecError, graph_compile
-from .diagrams import mermaid_marked
+from .diagrams import Diagram, diagram_for_page, mermaid_marked
 from .models import GraphDefinition
+from .specs import spec_limits
 
 # The thread-on-graph view reads at most this many checkpoints (the newest ones).
 PATH_LIMIT = 500
@@ -110,6 +111,10 @@ class ThreadGraph:
     matched_by: str = ""  # "metadata.graph" or "agent_code"
     mermaid: str = ""
 
+    @property
+    def diagram(self) -> Diagram:
+        return diagram_for_page(self.mermaid)
+
     def as_dict(self) -> dict[str, Any]:
         return {"graph": self.graph.pk, "name": self.graph.name, "path": list(self.path), "current": self.current}
 
@@ -191,8 +196,8 @@ def graph_for_thread(*, actor, thread) -> ThreadGraph | None:
         return None
     graph, matched_by = chosen
     try:
-        result: CompileResult | None = graph_compile(graph.spec)
-    except SpecError:
+        result: CompileResult | None = graph_compile(graph.spec, **spec_limits())
+    except SpecError:  # stored before the limits were lowered
         result = None
     nodes = set(result.flattened) if result is not None else set()
     containers = _containers(graph.spec)

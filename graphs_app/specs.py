@@ -11,6 +11,7 @@ import unicodedata
 from typing import Any
 
 import orjson
+from django.conf import settings
 
 from memoryadmin.jsoncheck import json_size
 
@@ -19,9 +20,9 @@ from memoryadmin.errors import InvalidInput
 from .compiler import CompileResult, SpecError, graph_compile
 from .models import NAME_MAX
 
-# A stored spec is at most this many bytes of JSON. The compiler's own limits (2000 nodes,
-# 10 000 edges) fit well inside; the cap stops ignored extra keys (notes, labels) from
-# turning a definition into a blob store.
+# A stored spec is at most this many bytes of JSON: room for a graph at the compiler's
+# limits with short ids; the cap stops ignored extra keys (notes, labels) from turning a
+# definition into a blob store.
 MAX_SPEC_BYTES = 1024 * 1024
 # The dashboard's textarea: the same cap, with room for indentation.
 MAX_SPEC_TEXT = 2 * MAX_SPEC_BYTES
@@ -33,13 +34,18 @@ def spec_field(path: str) -> str:
     return "spec" if path in ("", "spec") else f"spec.{path}"
 
 
+def spec_limits() -> dict[str, int]:
+    """The compiler's limits as the settings give them (MEMORYADMIN_GRAPH_MAX_NODES, _EDGES)."""
+    return {"max_nodes": settings.MEMORYADMIN_GRAPH_MAX_NODES, "max_edges": settings.MEMORYADMIN_GRAPH_MAX_EDGES}
+
+
 def spec_compile(spec: Any) -> CompileResult:
     """Compile, answering junk (not a graph at all) with a 400 that names the field.
 
     A well-formed but wrong graph is not an error here: it compiles to ``valid=False``.
     """
     try:
-        return graph_compile(spec)
+        return graph_compile(spec, **spec_limits())
     except SpecError as exc:
         field = spec_field(exc.path)
         raise InvalidInput(f"{field}: {exc.problem}", fields={field: [exc.problem]}) from None

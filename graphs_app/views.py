@@ -28,7 +28,7 @@ from . import selectors, services
 from .compiler import SpecError, from_langgraph_json
 from .diagrams import preview_build
 from .forms import GraphForm, LangGraphForm, RenameForm, SpecForm, form_add_domain_error
-from .specs import spec_compile, spec_parse_text, spec_pretty
+from .specs import spec_compile, spec_limits, spec_parse_text, spec_pretty
 
 PAGE_SIZE = 50
 # Mermaid lays out in the browser; past this the preview shows the tables only.
@@ -227,7 +227,7 @@ def graph_convert(request: HttpRequest) -> HttpResponse:
         error = "; ".join(str(p) for p in problems)
     else:
         try:
-            spec_text = spec_pretty(from_langgraph_json(spec_parse_text(form.cleaned_data["langgraph"])))
+            spec_text = spec_pretty(from_langgraph_json(spec_parse_text(form.cleaned_data["langgraph"]), **spec_limits()))
         except InvalidInput as exc:
             error = exc.message.replace("spec is not JSON", "this is not JSON", 1)
         except SpecError as exc:

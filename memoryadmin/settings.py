@@ -404,6 +404,11 @@ MEMORYADMIN_MAX_BODY_BYTES = env_int("MEMORYADMIN_MAX_BODY_BYTES", 16 * 1024 * 1
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYADMIN_MAX_BODY_BYTES
 # Longest context accepted in one agent-state save.
 MEMORYADMIN_MAX_CONTEXT_MESSAGES = env_int("MEMORYADMIN_MAX_CONTEXT_MESSAGES", 100_000, minimum=1)
+# The graph compiler's limits (docs/graphs.md): nodes in all levels together, and edges, a
+# condition counting once per outcome. Compiling is linear in both; the ceilings keep one
+# compile within a few seconds.
+MEMORYADMIN_GRAPH_MAX_NODES = env_int("MEMORYADMIN_GRAPH_MAX_NODES", 10_000, minimum=1, maximum=50_000)
+MEMORYADMIN_GRAPH_MAX_EDGES = env_int("MEMORYADMIN_GRAPH_MAX_EDGES", 20_000, minimum=1, maximum=100_000)
 
 # The long-term store's semantic search (docs/store.md, "Semantic search"). An embedder the
 # server runs itself, by dotted path (a function: list of texts -> one list of floats each;

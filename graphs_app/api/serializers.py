@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
 
-from ..compiler import MAX_EDGES, MAX_ID_LENGTH, MAX_NODES
+from ..compiler import MAX_ID_LENGTH
 from ..models import NAME_MAX
 
 ADJACENCY_HELP = "node -> successors, in definition order, __start__ first and __end__ last"
@@ -15,6 +16,7 @@ ADJACENCY_HELP = "node -> successors, in definition order, __start__ first and _
 # as closely as OpenAPI 3.0 can say it: a spec that fits these schemas is compiled (a
 # wrong graph is `valid: false`), anything else is a 400 naming the field. Keys not
 # listed here are kept and ignored.
+MAX_NODES, MAX_EDGES = settings.MEMORYADMIN_GRAPH_MAX_NODES, settings.MEMORYADMIN_GRAPH_MAX_EDGES
 _ID = {"type": "string", "maxLength": MAX_ID_LENGTH}
 _NAMES = {"type": "array", "nullable": True, "maxItems": MAX_NODES, "items": _ID}
 _REF = "#/components/schemas/"

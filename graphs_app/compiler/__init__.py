@@ -54,15 +54,16 @@ __all__ = [
 ]
 
 
-def graph_compile(spec: Any) -> CompileResult:
+def graph_compile(spec: Any, *, max_nodes: int = MAX_NODES, max_edges: int = MAX_EDGES) -> CompileResult:
     """Compile a graph definition: validate, flatten subgraphs, insert parallel nodes, draw.
 
-    Raises SpecError only, and only for input that is not a graph; everything else is
-    reported in the result. LangGraph's ``get_graph().to_json()`` shape is converted first.
+    Raises SpecError only, and only for input that is not a graph (more than ``max_nodes``
+    nodes or ``max_edges`` edges included); everything else is reported in the result.
+    LangGraph's ``get_graph().to_json()`` shape is converted first.
     """
     if looks_like_langgraph(spec):
-        spec = from_langgraph_json(spec)
-    graph = Parser().graph(spec, path="", depth=0)
+        spec = from_langgraph_json(spec, max_nodes=max_nodes, max_edges=max_edges)
+    graph = Parser(max_nodes=max_nodes, max_edges=max_edges).graph(spec, path="", depth=0)
 
     errors: list[GraphError] = []
     graph_validate(graph, prefix="", owner=None, errors=errors)
@@ -79,6 +80,8 @@ def graph_compile(spec: Any) -> CompileResult:
     interrupt_after = sorted(flattener.after, key=position.__getitem__)
     before, after = set(interrupt_before), set(interrupt_after)
     by_id = {node.id: node for node in parallel}
+    groups = dict(flattener.groups)
+    groups.update({node.id: groups[node.source] for node in parallel if node.source in groups})
     return CompileResult(
         valid=not errors,
         errors=errors,
@@ -88,7 +91,7 @@ def graph_compile(spec: Any) -> CompileResult:
         parallel_nodes=parallel,
         interrupt_before=interrupt_before,
         interrupt_after=interrupt_after,
-        mermaid_source=mermaid_flowchart(keys, routes, {}, before, after),
-        mermaid_compiled=mermaid_flowchart(compiled_keys, compiled_routes, by_id, before, after),
+        mermaid_source=mermaid_flowchart(keys, routes, {}, before, after, groups),
+        mermaid_compiled=mermaid_flowchart(compiled_keys, compiled_routes, by_id, before, after, groups),
     )
 

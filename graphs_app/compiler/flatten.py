@@ -39,10 +39,12 @@ class Route:
         """A copy with ``old`` replaced by ``new`` wherever it is a target."""
 
         def splice(targets: list[Key]) -> list[Key]:
-            spliced: list[Key] = []
-            for target in targets:
-                spliced.extend(new if target == old else [target])
-            return list(dict.fromkeys(spliced))
+            # Built from slices, not element by element: a node may lead to thousands of
+            # subgraphs, each of them spliced in turn.
+            if old not in targets:
+                return list(dict.fromkeys(targets))
+            at = targets.index(old)
+            return list(dict.fromkeys([*targets[:at], *new, *targets[at + 1 :]]))
 
         if self.outcomes is None:
             return Route(splice(self.targets))
@@ -85,8 +87,9 @@ class Flattener:
         self.placeholders: list[Key] = []
         self.before: list[Any] = []  # keys until contract() maps them to flattened ids
         self.after: list[Any] = []
+        self.groups: dict[str, tuple[str, ...]] = {}  # real node -> the subgraphs holding it, outermost first
 
-    def add(self, graph: Graph, prefix: str, entry: Key, exit: Key) -> None:
+    def add(self, graph: Graph, prefix: str, entry: Key, exit: Key, within: tuple[str, ...] = ()) -> None:
         as_source: dict[str, Key] = {START: entry}
         as_target: dict[str, Key] = {END: exit}
         for node in graph.nodes:
@@ -96,7 +99,7 @@ class Flattener:
             if node.subgraph is not None:
                 as_source[node.id], as_target[node.id] = ("out", name), ("in", name)
                 self.placeholders += [("in", name), ("out", name)]
-                self.add(node.subgraph, name + SEPARATOR, ("in", name), ("out", name))
+                self.add(node.subgraph, name + SEPARATOR, ("in", name), ("out", name), (*within, name))
                 continue
             as_source[node.id] = as_target[node.id] = name
             if name in self.routes:  # e.g. a node "B-D" beside subgraph B's child D
@@ -105,6 +108,8 @@ class Flattener:
             else:
                 self.order.append(name)
                 self.routes[name] = Route()
+                if within:
+                    self.groups[name] = within
 
         first_kind: dict[Key, bool] = {}  # is the first edge of a source conditional?
         for edge in graph.edges:
@@ -138,6 +143,8 @@ class Flattener:
         self.before = self._interrupt_nodes(self.before, lambda key: self.routes.get(key, Route()).successors())
         self.after = self._interrupt_nodes(self.after, lambda key: predecessors.get(key, {}))
 
+        present: dict[Key, set[Key]] = {}  # a plain route's targets as a set, for the users spliced in place
+        near: dict[Key, int] = {}  # where the last splice into a user's targets was
         for placeholder in self.placeholders:
             # A loop made only of entries and exits (an empty subgraph feeding itself) leads nowhere.
             replacement = (self.routes.pop(placeholder, None) or Route()).replaced(placeholder, [])
@@ -145,14 +152,24 @@ class Flattener:
                 route = self.routes.get(user)
                 if route is None:  # a placeholder contracted earlier
                     continue
-                merged, problem = _substitute(route, placeholder, replacement)
+                if not route.conditional and not replacement.conditional:
+                    # The common case, plain into plain, in place: a node may lead to thousands
+                    # of subgraphs, and copying its list for each of them would be quadratic.
+                    members = present.get(user)
+                    if members is None:
+                        members = present[user] = set(route.targets)
+                    near[user] = _splice_plain(route, placeholder, replacement.targets, members, near.get(user, 0))
+                    merged, problem = route, None
+                else:
+                    present.pop(user, None)
+                    merged, problem = _substitute(route, placeholder, replacement)
                 if problem:
                     side = "entry" if placeholder[0] == "in" else "exit"
                     name = _key_name(user)
                     message = f"{quoted(name)} " + problem.format(side=side, subgraph=quoted(placeholder[1]))
                     self.errors.append(GraphError("subgraph_edge_conflict", message, node=name))
                 self.routes[user] = merged
-                for target in merged.successors():
+                for target in replacement.successors():  # the user's other targets know it already
                     predecessors.setdefault(target, {})[user] = None
 
     @staticmethod
@@ -175,6 +192,27 @@ class Flattener:
                     elif neighbour not in (START, END):
                         names.append(neighbour)
         return list(dict.fromkeys(names))
+
+
+def _splice_plain(route: Route, placeholder: Key, new: list[Key], present: set[Key], near: int = 0) -> int:
+    """``route.replaced(placeholder, new)`` for plain routes, in place; ``present`` holds the
+    route's targets and is kept up to date. The placeholder is looked for from ``near`` on
+    first: placeholders are contracted in the order their edges were written, so the next
+    one usually follows the last splice. Answers where this splice was."""
+    targets = route.targets
+    if placeholder not in present:
+        return near
+    try:
+        at = targets.index(placeholder, near)
+    except ValueError:
+        at = targets.index(placeholder)
+    present.discard(placeholder)
+    if present.isdisjoint(new):
+        targets[at : at + 1] = new
+    else:  # a target reached twice keeps its first place, as in Route.replaced
+        route.targets = targets = list(dict.fromkeys([*targets[:at], *new, *targets[at + 1 :]]))
+    present.update(new)
+    return at
 
 
 def _key_name(key: Key) -> str:

@@ -20,7 +20,7 @@ _MERMAID_CLASSES = {
 }
 
 
-def _mermaid_text(text: str) -> str:
+def mermaid_text(text: str) -> str:
     """Text safe inside a quoted Mermaid label: letters, digits and a few harmless marks
     stay, everything else (quotes, brackets, <, >, &, #, ;, control characters…) becomes
     a numeric entity code (``#34;``) that Mermaid renders as the character."""
@@ -33,15 +33,28 @@ def mermaid_flowchart(
     parallel: dict[str, ParallelNode],
     before: set[str],
     after: set[str],
+    groups: dict[str, tuple[str, ...]] | None = None,
 ) -> str:
     """``flowchart TD`` source: generated ids n0, n1… with the real ids as escaped labels,
     conditional edges dashed with their outcome, parallel nodes as hexagons with thick
-    arrows to the branches they run, interrupt nodes in a class of their own."""
+    arrows to the branches they run, interrupt nodes in a class of their own.
+
+    The nodes of a subgraph (``groups``: node -> the subgraphs holding it, outermost
+    first) are drawn inside a box named after it, ``subgraph g0["B"]`` … ``end``, nested
+    as the subgraphs are. A subgraph's nodes come one after another in ``keys``."""
     ids = {key: f"n{index}" for index, key in enumerate(keys)}
     lines = ["flowchart TD"]
     classes: dict[str, list[str]] = {}
+    opened: list[str] = []  # the boxes the next node is drawn in
     for key in keys:
-        label = _mermaid_text(key)
+        within = (groups or {}).get(key, ())
+        while opened and (len(opened) > len(within) or opened[-1] != within[len(opened) - 1]):
+            opened.pop()
+            lines.append("    " * (len(opened) + 1) + "end")
+        for name in within[len(opened) :]:
+            lines.append("    " * (len(opened) + 1) + f'subgraph g{len(lines)}["{mermaid_text(name)}"]')
+            opened.append(name)
+        label = mermaid_text(key)
         if key in (START, END):
             shape = f'(["{label}"])'
         elif key in parallel:
@@ -49,14 +62,18 @@ def mermaid_flowchart(
             classes.setdefault("parallel", []).append(ids[key])
         else:
             shape = f'["{label}"]'
-        lines.append(f"    {ids[key]}{shape}")
+        lines.append("    " * (len(opened) + 1) + f"{ids[key]}{shape}")
         kind = _INTERRUPT_CLASS.get((key in before, key in after))
         if kind:
             classes.setdefault(kind, []).append(ids[key])
 
+    while opened:
+        opened.pop()
+        lines.append("    " * (len(opened) + 1) + "end")
+
     def arrow(source: str, link: str, target: str, outcome: str | None = None) -> None:
         if target in ids:
-            text = f'|"{_mermaid_text(outcome)}"|' if outcome is not None else ""
+            text = f'|"{mermaid_text(outcome)}"|' if outcome is not None else ""
             lines.append(f"    {ids[source]} {link}{text} {ids[target]}")
 
     for key in keys:

@@ -13,9 +13,11 @@ END = "__end__"
 SEPARATOR = "-"
 PARALLEL_PREFIX = "__parallel__"
 
-# Limits keep every step polynomial and the answer small; beyond them the input is junk.
-MAX_NODES = 2000  # all levels together
-MAX_EDGES = 10_000  # a conditional edge counts once per outcome
+# Limits keep the answer small; beyond them the input is junk. Every step is linear in
+# nodes plus edges (or n log n), so these bound the work too. They are the defaults:
+# graph_compile takes others, which the server reads from its settings.
+MAX_NODES = 10_000  # all levels together
+MAX_EDGES = 20_000  # a conditional edge counts once per outcome
 MAX_DEPTH = 16  # subgraph nesting
 MAX_ID_LENGTH = 256
 

@@ -10,7 +10,7 @@ from typing import Any
 from .model import END, MAX_DEPTH, MAX_EDGES, MAX_ID_LENGTH, MAX_NODES, START, SpecError
 
 
-def from_langgraph_json(data: Any) -> dict[str, Any]:
+def from_langgraph_json(data: Any, *, max_nodes: int = MAX_NODES, max_edges: int = MAX_EDGES) -> dict[str, Any]:
     """Convert LangGraph's ``graph.get_graph().to_json()`` into this compiler's schema.
 
     There ``__start__``/``__end__`` are listed as nodes (dropped here: they are implicit)
@@ -22,10 +22,10 @@ def from_langgraph_json(data: Any) -> dict[str, Any]:
         raise SpecError("spec", "must be a JSON object")
     nodes = as_list(data.get("nodes"), "nodes")
     edges = as_list(data.get("edges", []), "edges", optional=True)
-    if len(nodes) > MAX_NODES + 2:  # + __start__ and __end__
-        raise SpecError("nodes", f"the graph has more than {MAX_NODES} nodes")
-    if len(edges) > MAX_EDGES:
-        raise SpecError("edges", f"the graph has more than {MAX_EDGES} edges")
+    if len(nodes) > max_nodes + 2:  # + __start__ and __end__
+        raise SpecError("nodes", f"the graph has more than {max_nodes} nodes")
+    if len(edges) > max_edges:
+        raise SpecError("edges", f"the graph has more than {max_edges} edges")
 
     converted_nodes: list[dict[str, Any]] = []
     for index, node in enumerate(nodes):
@@ -141,7 +141,8 @@ class Parser:
 
     Only types are checked here; meaning (unknown ids, reachability…) is step 1."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_nodes: int = MAX_NODES, max_edges: int = MAX_EDGES) -> None:
+        self.max_nodes, self.max_edges = max_nodes, max_edges
         self.node_count = 0
         self.edge_count = 0
 
@@ -171,8 +172,8 @@ class Parser:
         if not isinstance(obj, dict):
             raise SpecError(path, "must be an object with an id")
         self.node_count += 1
-        if self.node_count > MAX_NODES:
-            raise SpecError(path, f"the graph has more than {MAX_NODES} nodes")
+        if self.node_count > self.max_nodes:
+            raise SpecError(path, f"the graph has more than {self.max_nodes} nodes")
         node = Node(id=self.string(obj.get("id"), f"{path}.id"), path=path)
         subgraph = obj.get("subgraph")
         if subgraph is None:
@@ -215,14 +216,14 @@ class Parser:
 
     def names(self, value: Any, path: str) -> list[str]:
         items = as_list(value, path, optional=True)
-        if len(items) > MAX_NODES:
-            raise SpecError(path, f"lists more than {MAX_NODES} nodes")
+        if len(items) > self.max_nodes:
+            raise SpecError(path, f"lists more than {self.max_nodes} nodes")
         return [self.string(item, f"{path}[{i}]") for i, item in enumerate(items)]
 
     def count_edges(self, count: int, path: str) -> None:
         self.edge_count += count
-        if self.edge_count > MAX_EDGES:
-            raise SpecError(path, f"the graph has more than {MAX_EDGES} edges")
+        if self.edge_count > self.max_edges:
+            raise SpecError(path, f"the graph has more than {self.max_edges} edges")
 
     @staticmethod
     def string(value: Any, path: str, what: str = "a string") -> str:

@@ -2,7 +2,10 @@
    after each htmx swap, and link the error list to the adjacency tables.
 
    The diagram text comes from the server, escaped in the page; Mermaid reads it back with
-   textContent and renders with securityLevel "strict" (labels sanitised, no click handlers). */
+   textContent and renders with securityLevel "strict" (labels sanitised, no click handlers).
+   Each drawn node gets its full id as a tooltip (an SVG <title>, set as text) from the
+   pre's data-labels, since long labels are drawn wrapped and cut; then the drawing gets
+   zoom and pan (diagram-zoom.js). */
 (function () {
   "use strict";
 
@@ -13,13 +16,40 @@
   function start() {
     if (ready) { return true; }
     if (!window.mermaid) { return false; }
-    window.mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral" });
+    // maxEdges: Mermaid's own default (500) is below what the server lets a page draw.
+    window.mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral", maxEdges: 5000 });
     ready = true;
     return true;
   }
 
+  function labelsOf(pre) {
+    try {
+      var labels = JSON.parse(pre.getAttribute("data-labels") || "{}");
+      return labels && typeof labels === "object" ? labels : {};
+    } catch (error) {
+      return {};
+    }
+  }
+
+  // Mermaid marks each node group with data-id (n3), or names it "<diagram>-flowchart-n3-<k>".
+  function addTitles(svg, labels) {
+    if (!svg) { return; }
+    svg.querySelectorAll("g.node").forEach(function (group) {
+      var id = group.getAttribute("data-id");
+      if (!id) {
+        var match = /-(n\d+)-\d+$/.exec(group.id || "");
+        id = match && match[1];
+      }
+      if (!id || !Object.prototype.hasOwnProperty.call(labels, id)) { return; }
+      var title = document.createElementNS("http://www.w3.org/2000/svg", "title");
+      title.textContent = String(labels[id]);
+      group.insertBefore(title, group.firstChild);
+    });
+  }
+
   function drawOne(pre) {
     var source = pre.textContent;
+    var labels = labelsOf(pre);
     var id = "graph-diagram-" + (++counter);
     pre.setAttribute("data-processed", "pending");
     return window.mermaid.render(id, source).then(function (out) {
@@ -29,6 +59,8 @@
       pre.hidden = true;
       pre.setAttribute("data-processed", "true");
       pre.insertAdjacentElement("afterend", figure);
+      addTitles(figure.querySelector("svg"), labels);
+      if (window.diagramZoom) { window.diagramZoom(figure); }
     }).catch(function (error) {
       // Mermaid may leave its scratch element behind when it fails.
       var scratch = document.getElementById("d" + id);

@@ -146,3 +146,105 @@ def test_operators_try_graphs_out_without_a_save_button(page, live_server, demo)
     page.fill("#id_spec", json.dumps(REACT_AGENT))
     expect(page.locator("#graph-preview tr[data-node=tools]").first).to_be_visible()
     assert page.errors == []
+
+
+def view_box(locator) -> list[float]:
+    return [float(v) for v in locator.get_attribute("viewBox").split()]
+
+
+def test_subgraphs_are_drawn_as_named_boxes_and_the_diagram_zooms_and_pans(page, live_server, demo):
+    from django.contrib.auth import get_user_model
+
+    alice = get_user_model().objects.get(username="alice")
+    research = {
+        "nodes": [{"id": "search"}, {"id": "read"}, {"id": "digest"}],
+        "edges": [{"source": "__start__", "target": "search"}, {"source": "__start__", "target": "read"},
+                  {"source": "search", "target": "digest"}, {"source": "read", "target": "digest"},
+                  {"source": "digest", "target": "__end__"}],
+    }
+    spec = {
+        "nodes": [{"id": "plan"}, {"id": "research", "subgraph": research}, {"id": "write"}],
+        "edges": [{"source": "__start__", "target": "plan"}, {"source": "plan", "target": "research"},
+                  {"source": "research", "target": "write"}, {"source": "write", "target": "__end__"}],
+    }
+    graph = graph_create(actor=alice, name="grouped", spec=spec).graph
+    sign_in(page, live_server, "alice")
+    page.goto(f"{live_server.url}/graphs/{graph.pk}/")
+    svg = page.locator("#graph-preview .mermaid-svg svg").first
+    expect(svg).to_be_visible()
+
+    # The subgraph is a box named after it, around its three nodes.
+    cluster = svg.locator("g.cluster").first
+    expect(cluster).to_contain_text("research")
+    box = cluster.bounding_box()
+    for node in ("research-search", "research-read", "research-digest"):
+        inner = svg.locator("g.node", has_text=node).first.bounding_box()
+        assert box["x"] <= inner["x"] and inner["x"] + inner["width"] <= box["x"] + box["width"] + 1
+        assert box["y"] <= inner["y"] and inner["y"] + inner["height"] <= box["y"] + box["height"] + 1
+    plan = svg.locator("g.node", has_text="plan").first.bounding_box()
+    assert plan["y"] + plan["height"] <= box["y"] or plan["y"] >= box["y"] + box["height"]
+
+    # Zoom in with the button: the visible part of the drawing shrinks around the middle.
+    tools = page.locator("#graph-preview .diagram-tools").first
+    before, scale = view_box(svg), float(svg.get_attribute("data-scale"))
+    tools.locator("button[title='Zoom in']").click()
+    zoomed = view_box(svg)
+    assert zoomed[2] == pytest.approx(before[2] / 1.25, rel=0.01)
+    assert float(svg.get_attribute("data-scale")) == pytest.approx(scale * 1.25, rel=0.01)
+    # Drag to pan: the view moves against the pointer.
+    holder = page.locator("#graph-preview .mermaid-svg").first.bounding_box()
+    page.mouse.move(holder["x"] + 100, holder["y"] + 100)
+    page.mouse.down()
+    page.mouse.move(holder["x"] + 160, holder["y"] + 140, steps=4)
+    page.mouse.up()
+    panned = view_box(svg)
+    assert panned[0] < zoomed[0] and panned[1] < zoomed[1] and panned[2] == pytest.approx(zoomed[2])
+    # Ctrl + wheel zooms out; the keyboard works once the diagram has the focus.
+    page.mouse.move(holder["x"] + 50, holder["y"] + 50)
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, 200)
+    page.keyboard.up("Control")
+    assert view_box(svg)[2] > panned[2]
+    page.locator("#graph-preview .mermaid-svg").first.focus()
+    page.keyboard.press("0")
+    fit = view_box(svg)
+    assert fit[2] >= before[2] * 0.99 or fit[3] >= before[3] * 0.99
+    shot(page, "graph-groups")
+    assert page.errors == []
+
+
+def test_a_long_label_is_wrapped_and_cut_with_the_full_id_on_hover(page, live_server, demo):
+    alerts: list[str] = []
+    page.on("dialog", lambda dialog: (alerts.append(dialog.message), dialog.dismiss()))
+    from django.contrib.auth import get_user_model
+
+    bob = get_user_model().objects.get(username="bob")
+    long_id = ("summarise every document " * 11)[:236] + HOSTILE_ID[:20]
+    assert len(long_id) == 256
+    spec = {
+        "nodes": [{"id": long_id}, {"id": HOSTILE_ID}, {"id": "short"}],
+        "edges": [{"source": "__start__", "target": long_id}, {"source": long_id, "target": HOSTILE_ID},
+                  {"source": HOSTILE_ID, "target": "short"}, {"source": "short", "target": "__end__"}],
+    }
+    graph = graph_create(actor=bob, name="long-labels", spec=spec).graph
+    sign_in(page, live_server, "bob")
+    page.goto(f"{live_server.url}/graphs/{graph.pk}/")
+    svg = page.locator("#graph-preview .mermaid-svg svg").first
+    expect(svg).to_be_visible()
+
+    node = svg.locator("g.node", has=page.locator("title", has_text=long_id)).first
+    assert node.locator("title").text_content() == long_id
+    assert node.bounding_box()["width"] < 320  # wrapped, not one 256-character line
+    drawn = node.locator(".nodeLabel").first.text_content()
+    assert drawn.endswith("…") and len(drawn) < 100
+    # Drawn at its own size, not shrunk to a thumbnail by the one long node.
+    assert float(svg.get_attribute("data-scale")) == 1
+    short = svg.locator("g.node", has_text="short").first.bounding_box()
+    assert short["height"] > 20
+    # The hostile id is a tooltip and a label, as text.
+    hostile = svg.locator("g.node", has=page.locator("title", has_text=HOSTILE_ID)).first
+    assert hostile.locator("title").text_content() == HOSTILE_ID
+    assert page.locator("#graph-preview svg img, #graph-preview svg script").count() == 0
+    node.hover()
+    shot(page, "graph-long-labels")
+    assert alerts == [] and page.errors == []

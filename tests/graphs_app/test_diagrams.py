@@ -82,3 +82,58 @@ def test_the_demo_graphs_and_threads_load_through_the_services():
     assert paused.matched_by == "agent_code" and paused.current == "human_review"
     seed = graph_for_thread(actor=users["bob"], thread=Thread.objects.get(thread_id="bob-seed-004"))
     assert seed.path == ["__start__", "A", "B-D", "B-E", "B-F", "B-G"] and seed.current == "C"
+
+
+def test_long_labels_are_wrapped_and_cut_for_drawing():
+    from graphs_app.diagrams import LABEL_LINES, LABEL_WIDTH, label_lines
+
+    assert label_lines("plan") == ["plan"]
+    assert label_lines("plan the search and then read every result twice") == [
+        "plan the search and then", "read every result twice"
+    ]
+    cut = label_lines("x" * 256)
+    assert len(cut) == LABEL_LINES and all(len(line) <= LABEL_WIDTH for line in cut)
+    assert cut[-1].endswith("…") and "".join(cut).rstrip("…") == "x" * (LABEL_WIDTH * LABEL_LINES - 1)
+    # A separator in the second half of a line is where it breaks.
+    assert label_lines("research-subgraph-with-a-long-name-D")[0] == "research-subgraph-with-a-"
+
+
+def test_the_drawn_diagram_wraps_labels_and_keeps_every_full_id_for_tooltips():
+    import json
+
+    from graphs_app.diagrams import diagram_for_page
+
+    long_id = "L" * 200 + HOSTILE_ID
+    spec = {
+        "nodes": [{"id": long_id}, {"id": HOSTILE_ID}],
+        "edges": [{"source": "__start__", "target": long_id},
+                  {"source": long_id, "condition": "c", "targets": {"o" * 90: HOSTILE_ID, "stop": "__end__"}},
+                  {"source": HOSTILE_ID, "target": "__end__"}],
+    }
+    result = graph_compile(spec)
+    diagram = diagram_for_page(result.mermaid_source)
+    labels = json.loads(diagram.labels)
+    ids = declared(result.mermaid_source)
+    assert labels[ids["__start__"]] == "__start__"
+    assert set(labels.values()) == {"__start__", "__end__", long_id, HOSTILE_ID}
+    long_mermaid_id = next(key for key, value in labels.items() if value == long_id)
+    long_line = next(line for line in diagram.source.splitlines() if line.strip().startswith(long_mermaid_id + "["))
+    assert long_line.count("<br>") == 2 and "#8230;" in long_line and "L" * 29 not in long_line
+    outcome = next(line for line in diagram.source.splitlines() if "-.->" in line and "stop" not in line)
+    assert outcome.count("<br>") == 2
+    # <br> is the only markup: the hostile id stays entity-coded, and short labels are untouched.
+    assert "<script" not in diagram.source and "<img" not in diagram.source
+    assert diagram.source.replace("<br>", "").count("<") == 0
+    assert f'["{HOSTILE_ID}"]' not in diagram.source
+    unchanged = [line for line in result.mermaid_source.splitlines() if '"' not in line or "__" in line]
+    assert len(unchanged) >= 4 and all(line in diagram.source.splitlines() for line in unchanged)
+
+
+def test_subgraph_boxes_survive_the_marks_and_the_wrapping():
+    from graphs_app.diagrams import diagram_for_page
+
+    result = graph_compile(SEED_SUBGRAPH)
+    marked = mermaid_marked(result.mermaid_compiled, {"error": ["B-E"]})
+    drawn = diagram_for_page(marked).source
+    assert 'subgraph g' in drawn and '["B"]' in drawn and drawn.count("    end") == 1
+    assert "class " in drawn and "classDef error" in drawn

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -64,7 +65,7 @@ def test_the_editor_shows_the_spec_the_diagrams_and_the_tables(client, alice):
     assert body.index("&quot;nodes&quot;") < body.index("&quot;edges&quot;")
     assert body.index("&quot;id&quot;: &quot;B&quot;") < body.index("&quot;subgraph&quot;")
     assert 'hx-trigger="input changed delay:400ms"' in body and 'hx-post="/graphs/preview"' in body
-    assert body.count('<pre class="mermaid">') == 2 and "flowchart TD" in body
+    assert body.count('<pre class="mermaid"') == 2 and "flowchart TD" in body
     assert "__parallel__B-D" in body and "Inserted parallel nodes" in body
     assert 'data-node="B-D"' in body and "Before compilation" in body and "After compilation" in body
     assert "vendor/mermaid/mermaid.min.js" in body and "js/graphs.js" in body
@@ -106,7 +107,7 @@ def test_the_preview_explains_junk_with_a_200(client, alice):
 def test_a_large_graph_is_listed_but_not_drawn(client, alice):
     login_client(client, alice)
     body = client.post("/graphs/preview", {"spec": json.dumps(chain(400))}).content.decode()
-    assert '<pre class="mermaid">' not in body and "is not drawn" in body and 'data-node="n399"' in body
+    assert '<pre class="mermaid"' not in body and "is not drawn" in body and 'data-node="n399"' in body
 
 
 def test_hostile_ids_are_escaped_in_the_preview_and_the_editor(client, alice):
@@ -120,6 +121,9 @@ def test_hostile_ids_are_escaped_in_the_preview_and_the_editor(client, alice):
     assert "</textarea><b>" not in page
     # Inside the Mermaid text the compiler already turned markup into entity codes.
     assert "#60;script#62;" in preview
+    # The tooltips' full ids travel as JSON in an attribute, escaped like any attribute.
+    labels = re.search(r'data-labels="([^"]*)"', preview).group(1)
+    assert "&lt;script&gt;" in labels and "<" not in labels and "&quot;" in labels
 
 
 def test_agent_named_graphs_are_escaped_in_the_list_and_title(client, alice):
