@@ -335,6 +335,12 @@ MEMORYADMIN_MAX_BODY_BYTES = env_int("MEMORYADMIN_MAX_BODY_BYTES", 16 * 1024 * 1
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYADMIN_MAX_BODY_BYTES
 # Longest context accepted in one agent-state save.
 MEMORYADMIN_MAX_CONTEXT_MESSAGES = env_int("MEMORYADMIN_MAX_CONTEXT_MESSAGES", 100_000, minimum=1)
+# LangGraph threads as conversations (docs/checkpoints.md, "Conversation"): the channel of
+# root checkpoints that holds the LangChain messages, stored as the thread's blocks, and the
+# agent_code they are stored under ("" takes the graph_id or assistant_id of the checkpoint's
+# metadata, else "langgraph").
+MEMORYADMIN_LANGGRAPH_MESSAGES_CHANNEL = env_str("MEMORYADMIN_LANGGRAPH_MESSAGES_CHANNEL", "messages")
+MEMORYADMIN_LANGGRAPH_AGENT_CODE = env_str("MEMORYADMIN_LANGGRAPH_AGENT_CODE", "")
 
 # The long-term store's semantic search (docs/store.md, "Semantic search"). An embedder the
 # server runs itself, by dotted path (a function: list of texts -> one list of floats each;

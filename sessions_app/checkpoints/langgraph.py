@@ -17,6 +17,7 @@ from ..threads.models import Thread
 from .models import Checkpoint, CheckpointWrite
 from ..threads.selectors import thread_get_for_read
 from sessions_app.checkpoints.containment import _apply_exact, json_filter
+from sessions_app.checkpoints.conversation import checkpoints_hydrate
 from sessions_app.checkpoints.selectors import attach_writes, checkpoint_get_in, checkpoint_list, writes_of
 from sessions_app.checkpoints.reducers import add_messages, is_message_channel
 from sessions_app.checkpoints.tasks import Task, graph_tasks, interrupt_items, next_node_names, task_result
@@ -277,6 +278,8 @@ def thread_latest(thread: Thread) -> dict[str, Any]:
     if row is None:
         return {"checkpoints": 0, "values": {}, "status": "idle", "latest": None}
     root = row.checkpoint_ns == ""
+    if root:
+        checkpoints_hydrate([row])
     return {
         "checkpoints": row.total,
         "values": state_values(row.checkpoint) if root else {},

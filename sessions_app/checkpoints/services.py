@@ -32,6 +32,7 @@ from memoryadmin import policy
 from memoryadmin.errors import InvalidInput, NotFound, PreconditionFailed
 from memoryadmin.jsoncheck import DEPTH_MAX, DOCUMENT_DEPTH_MAX, document_bytes_max, json_value_check, text_storable
 
+from sessions_app.checkpoints import conversation
 from sessions_app.checkpoints.langgraph import is_langgraph_checkpoint, next_nodes, nodes_run
 from sessions_app.checkpoints.selectors import checkpoint_etag, checkpoint_id_validate, checkpoint_ns_validate
 from sessions_app.checkpoints.wire import WRITES_IDX_MAP
@@ -90,6 +91,8 @@ class CheckpointInput:
     parent_checkpoint_id: str
     node_id: str | None
     next_node_id: str | None
+    # The messages channel as a delta ({"head", "append"}), when it is not in channel_values.
+    messages: conversation.Delta | None = None
 
 
 def checkpoint_input(
@@ -100,6 +103,7 @@ def checkpoint_input(
     parent_checkpoint_id: Any = None,
     node_id: Any = None,
     next_node_id: Any = None,
+    messages: Any = None,
 ) -> CheckpointInput:
     """Validate the body of a checkpoint put; every error names its field."""
     body = _json_object(checkpoint, "checkpoint", required=True, document=True)
@@ -108,6 +112,13 @@ def checkpoint_input(
             "checkpoint.channel_values must be a JSON object.",
             fields={"checkpoint.channel_values": ["must be a JSON object."]},
         )
+    delta = conversation.delta_input(None if messages is None else _json_value(messages, "messages"))
+    if delta is not None:
+        ns = checkpoint_ns_validate(checkpoint_ns)
+        channel = conversation.messages_channel()
+        if ns or not is_langgraph_checkpoint(body) or channel in (body.get("channel_values") or {}):
+            message = f"a delta is for a root LangGraph checkpoint whose channel_values leave out {channel!r}."
+            raise InvalidInput(f"messages: {message}", fields={"messages": [message]})
     parent = None
     if parent_checkpoint_id not in (None, ""):
         parent = checkpoint_id_validate(parent_checkpoint_id, "parent_checkpoint_id")
@@ -118,6 +129,7 @@ def checkpoint_input(
         parent_checkpoint_id=parent or "",
         node_id=None if node_id is None else _short_text(node_id, "node_id", NODE_ID_MAX),
         next_node_id=None if next_node_id is None else _short_text(next_node_id, "next_node_id", NODE_ID_MAX),
+        messages=delta,
     )
 
 
@@ -186,9 +198,16 @@ class PutResult:
     checkpoint_id: str
     created: bool
     etag: str = ""  # the checkpoint's ETag once written (an HTTP header, not part of the body)
+    # The chain head and count of the thread's messages once this checkpoint's are the active blocks.
+    messages: dict[str, Any] | None = None
 
-    def as_dict(self) -> dict[str, str]:
-        return {"thread_id": self.thread_id, "checkpoint_ns": self.checkpoint_ns, "checkpoint_id": self.checkpoint_id}
+    def as_dict(self) -> dict[str, Any]:
+        answer: dict[str, Any] = {
+            "thread_id": self.thread_id, "checkpoint_ns": self.checkpoint_ns, "checkpoint_id": self.checkpoint_id
+        }
+        if self.messages is not None:
+            answer["messages"] = self.messages
+        return answer
 
 
 def _positions(thread: Thread, data: CheckpointInput) -> tuple[str, str]:
@@ -242,6 +261,7 @@ def checkpoint_put(*, actor, thread_id: str, data: CheckpointInput, checkpoint_i
     existing = Checkpoint.objects.filter(
         thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id
     ).first()
+    answer = _conversation(actor, thread, data, fields, existing)
     if existing is None:
         Checkpoint.objects.create(thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id, **fields)
     else:
@@ -249,7 +269,41 @@ def checkpoint_put(*, actor, thread_id: str, data: CheckpointInput, checkpoint_i
             setattr(existing, name, value)
         existing.save_in_thread([*fields, "updated_at"])
     _touch(thread)
-    return PutResult(thread.thread_id, data.checkpoint_ns, checkpoint_id, created=existing is None)
+    return PutResult(thread.thread_id, data.checkpoint_ns, checkpoint_id, created=existing is None, messages=answer)
+
+
+def _is_latest_root(thread: Thread, existing: Checkpoint | None) -> bool:
+    """A put that makes (or replaces) the thread's latest root checkpoint: its messages are the active blocks."""
+    if existing is None:
+        return True
+    latest = Checkpoint.objects.filter(thread=thread, checkpoint_ns="").order_by("-id").values_list("pk", flat=True).first()
+    return latest == existing.pk
+
+
+def _conversation(actor, thread: Thread, data: CheckpointInput, fields: dict[str, Any], existing) -> dict[str, Any] | None:
+    """A root LangGraph checkpoint's messages kept as the thread's blocks, the channel stored by
+    reference (conversation.py); `fields` are changed in place. The answer's `messages`, or None."""
+    fields["messages_ref"] = None
+    channel = conversation.messages_channel()
+    values = (data.checkpoint.get("channel_values") or {}) if is_langgraph_checkpoint(data.checkpoint) else {}
+    whole = conversation.block_messages(values.get(channel)) if channel in values else None
+    if data.checkpoint_ns or (whole is None and data.messages is None):
+        return None
+    if not _is_latest_root(thread, existing):
+        if data.messages is None:
+            return None
+        raise PreconditionFailed(
+            "A delta is for the latest checkpoint; send this checkpoint's messages whole.",
+            fields={"messages": ["the checkpoint is not the thread's latest."]},
+        )
+    kept = conversation.conversation_keep(
+        actor=actor, thread=thread, metadata=data.metadata, values=whole, delta=data.messages
+    )
+    body = dict(data.checkpoint)
+    body["channel_values"] = {name: value for name, value in values.items() if name != channel}
+    fields["checkpoint"] = body
+    fields["messages_ref"] = kept.ref
+    return {"channel": channel, "head": kept.head, "count": kept.ref["count"]}
 
 
 @transaction.atomic
@@ -280,7 +334,12 @@ def checkpoint_replace(
         )
     if existing is None:
         raise NotFound(f"Checkpoint {checkpoint_id!r} does not exist in thread {thread_id!r}; nothing was written.")
+    if data.messages is not None:
+        raise InvalidInput(
+            "messages: a replacement carries its channel values whole.", fields={"messages": ["is not accepted here."]}
+        )
     fields = _fields(thread, data)
+    fields["messages_ref"] = None  # a replacement in place holds every channel itself
     for name, value in fields.items():
         setattr(existing, name, value)
     existing.save_in_thread([*fields, "updated_at"])

@@ -155,9 +155,12 @@ class ValueCodec:
             return {key: self.load(item) for key, item in value.items()}
         return value
 
-    def dump_checkpoint(self, checkpoint: Checkpoint) -> dict[str, Any]:
+    def dump_checkpoint(self, checkpoint: Checkpoint, *, leave_out: str | None = None) -> dict[str, Any]:
+        """The checkpoint on the wire; `leave_out` names a channel sent apart (the messages of a delta)."""
         body = {key: self.dump(item) for key, item in checkpoint.items() if key != "channel_values"}
-        body["channel_values"] = {name: self.dump(item) for name, item in checkpoint.get("channel_values", {}).items()}
+        body["channel_values"] = {
+            name: self.dump(item) for name, item in checkpoint.get("channel_values", {}).items() if name != leave_out
+        }
         return body
 
     def load_checkpoint(self, body: dict[str, Any]) -> Checkpoint:
