@@ -200,6 +200,24 @@ def _valid_ref(ref: Any) -> bool:
     )
 
 
+def _picked_apart(thread_pk: int, agent: str, upto: int, count: int) -> list[tuple[int, Any, str]]:
+    """The referenced blocks when their seqs are not contiguous: the agent's last `count` blocks
+    up to `upto`, newest first while their positions go down (a position that does not is
+    another context's: blocks are missing, and what is there is given)."""
+    rows = (
+        Block.objects.filter(thread_id=thread_pk, agent_code=agent, seq__lte=upto)
+        .order_by("-seq")
+        .values_list("seq", "position", "message", "chain_hash")[:count]
+    )
+    picked, below = [], count
+    for seq, position, message, chain_hash in rows:
+        if position >= below:
+            break
+        picked.append((seq, message, chain_hash))
+        below = position
+    return picked[::-1]
+
+
 def checkpoints_hydrate(rows: list) -> list:
     """Put every referenced messages channel back into its checkpoint's `channel_values`.
 
@@ -239,11 +257,7 @@ def checkpoints_hydrate(rows: list) -> list:
             elif end is not None and end + 1 >= count and blocks[end - count + 1][0] == ref["upto"] - count + 1:
                 picked = blocks[end - count + 1 : end + 1]
             else:
-                picked = list(
-                    Block.objects.filter(thread_id=key[0], agent_code=key[1], seq__lte=ref["upto"])
-                    .order_by("-seq")
-                    .values_list("seq", "message", "chain_hash")[:count]
-                )[::-1]
+                picked = _picked_apart(key[0], key[1], ref["upto"], count)
             messages = []
             for seq, message, _ in picked:
                 if seq not in shown:

@@ -152,3 +152,21 @@ def test_the_service_put_costs_the_same_queries_for_few_and_many_messages(alice,
                                 messages={"head": head, "append": [human(40)]})
     with django_assert_num_queries(counts[0]):
         svc.checkpoint_put(actor=alice, thread_id="s-third", data=data, checkpoint_id="next")
+
+
+def test_verify_names_a_checkpoint_whose_messages_are_gone(alice_api):
+    import io
+
+    from django.core.management import call_command
+
+    put(alice_api, "lg-7", body("c1", conversation(3)))
+    out = io.StringIO()
+    call_command("verify", stdout=out)
+    assert "0 problem(s)" in out.getvalue()
+    Block.objects.filter(thread__thread_id="lg-7", seq=2).delete()  # as a purge of archived blocks by SQL would
+    read = alice_api.get("/api/v1/threads/lg-7/checkpoints/c1")
+    assert read.status_code == 200  # a read never fails on it
+    err = io.StringIO()
+    with pytest.raises(SystemExit):
+        call_command("verify", stdout=out, stderr=err)
+    assert "missing_messages: thread:lg-7//c1" in out.getvalue()
