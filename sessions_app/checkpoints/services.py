@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from django.db import IntegrityError, transaction
 from django.db.models import JSONField, OuterRef, Q, Value
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
 from memoryadmin import policy
@@ -210,28 +211,46 @@ class PutResult:
         return answer
 
 
-def _positions(thread: Thread, data: CheckpointInput) -> tuple[str, str]:
-    """node_id and next_node_id: as given, else read from a LangGraph checkpoint's versions."""
+NO_PARENT = object()
+
+
+def _positions(thread: Thread, data: CheckpointInput, parent_seen: Any = NO_PARENT) -> tuple[str, str]:
+    """node_id and next_node_id: as given, else read from a LangGraph checkpoint's versions
+    (and its parent's `versions_seen`: read here unless the caller read it already)."""
     node_id, next_node_id = data.node_id, data.next_node_id
     if is_langgraph_checkpoint(data.checkpoint):
         if next_node_id is None:
             next_node_id = ",".join(next_nodes(data.checkpoint))[:NODE_ID_MAX]
         if node_id is None:
-            parent_seen = None
-            if data.parent_checkpoint_id:
-                parent_seen = (
-                    Checkpoint.objects.filter(
-                        thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=data.parent_checkpoint_id
+            if parent_seen is NO_PARENT:
+                parent_seen = None
+                if data.parent_checkpoint_id:
+                    parent_seen = (
+                        Checkpoint.objects.filter(
+                            thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=data.parent_checkpoint_id
+                        )
+                        .values_list("checkpoint__versions_seen", flat=True)
+                        .first()
                     )
-                    .values_list("checkpoint__versions_seen", flat=True)
-                    .first()
-                )
             node_id = ",".join(nodes_run(data.checkpoint["versions_seen"], parent_seen))[:NODE_ID_MAX]
     return node_id or "", next_node_id or ""
 
 
-def _fields(thread: Thread, data: CheckpointInput) -> dict[str, Any]:
-    node_id, next_node_id = _positions(thread, data)
+def _this_and_parent(thread: Thread, data: CheckpointInput, checkpoint_id: str) -> tuple[Checkpoint | None, Any]:
+    """The checkpoint being put (None when new) and its parent's versions_seen: one query."""
+    ids = {checkpoint_id, data.parent_checkpoint_id} - {""}
+    rows = (
+        Checkpoint.objects.filter(thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id__in=ids)
+        .defer("checkpoint")
+        .annotate(seen=KeyTransform("versions_seen", "checkpoint"))
+    )
+    found = {row.checkpoint_id: row for row in rows}
+    parent = found.get(data.parent_checkpoint_id)
+    return found.get(checkpoint_id), parent.seen if parent is not None else None
+
+
+def _fields(thread: Thread, data: CheckpointInput, parent_seen: Any = NO_PARENT) -> dict[str, Any]:
+    node_id, next_node_id = _positions(thread, data, parent_seen)
     return {
         "parent_checkpoint_id": data.parent_checkpoint_id,
         "checkpoint": data.checkpoint,
@@ -256,11 +275,10 @@ def checkpoint_put(*, actor, thread_id: str, data: CheckpointInput, checkpoint_i
         checkpoint_id = str(uuid.uuid4())
     else:
         checkpoint_id_validate(checkpoint_id)
-    thread, _ = _thread_for_write(actor=actor, thread_id=thread_id, action="checkpoint.put", create=True)
-    fields = _fields(thread, data)
-    existing = Checkpoint.objects.filter(
-        thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id
-    ).first()
+    thread, created = _thread_for_write(actor=actor, thread_id=thread_id, action="checkpoint.put", create=True)
+    # A new thread has no checkpoint to find: nothing is read before the first write.
+    existing, parent_seen = (None, None) if created else _this_and_parent(thread, data, checkpoint_id)
+    fields = _fields(thread, data, parent_seen)
     answer = _conversation(actor, thread, data, fields, existing)
     if existing is None:
         Checkpoint.objects.create(thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id, **fields)
