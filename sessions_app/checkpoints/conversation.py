@@ -138,6 +138,7 @@ def delta_input(value: Any) -> Delta | None:
 class Kept:
     ref: dict[str, Any]
     head: str
+    moved: bool = False  # the save wrote the thread row (its updated_at is new)
 
 
 def _active_head(thread: Thread, agent: str) -> tuple[int, int, str] | None:
@@ -184,7 +185,7 @@ def conversation_keep(
     if result.mode == "noop":
         head = _active_head(thread, agent)
         return Kept(_ref(channel, agent, head[0] if head else 0, result.active), result.head)
-    return Kept(_ref(channel, agent, result.max_seq, result.active), result.head)
+    return Kept(_ref(channel, agent, result.max_seq, result.active), result.head, moved=True)
 
 
 # --- reading: the referenced messages back into the checkpoints ------------------------------

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from django.db import IntegrityError, transaction
-from django.db.models import JSONField, OuterRef, Q, Value
+from django.db.models import JSONField, OuterRef, Q, Subquery, Value
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
@@ -275,19 +275,50 @@ def checkpoint_put(*, actor, thread_id: str, data: CheckpointInput, checkpoint_i
         checkpoint_id = str(uuid.uuid4())
     else:
         checkpoint_id_validate(checkpoint_id)
-    thread, created = _thread_for_write(actor=actor, thread_id=thread_id, action="checkpoint.put", create=True)
-    # A new thread has no checkpoint to find: nothing is read before the first write.
-    existing, parent_seen = (None, None) if created else _this_and_parent(thread, data, checkpoint_id)
+    thread, existing, parent_seen = _thread_and_checkpoints_for_put(actor, thread_id, data, checkpoint_id)
     fields = _fields(thread, data, parent_seen)
-    answer = _conversation(actor, thread, data, fields, existing)
+    answer, moved = _conversation(actor, thread, data, fields, existing)
     if existing is None:
         Checkpoint.objects.create(thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id, **fields)
     else:
         for name, value in fields.items():
             setattr(existing, name, value)
         existing.save_in_thread([*fields, "updated_at"])
-    _touch(thread)
+    if not moved:  # the conversation's save, when it wrote, moved the thread's updated_at already
+        _touch(thread)
     return PutResult(thread.thread_id, data.checkpoint_ns, checkpoint_id, created=existing is None, messages=answer)
+
+
+def _thread_and_checkpoints_for_put(actor, thread_id: str, data: CheckpointInput, checkpoint_id: str):
+    """The thread locked for the put (created for the actor when new), the checkpoint being
+    put when it exists, and its parent's versions_seen: one statement for a thread that exists
+    (the row lock and both lookups), none but the insert for a new one."""
+    thread_id_validate(thread_id)
+    _ensure_may_write(actor, thread_id, "checkpoint.put")
+    same = Checkpoint.objects.filter(thread=OuterRef("pk"), checkpoint_ns=data.checkpoint_ns)
+    thread = (
+        Thread.objects.select_for_update(of=("self",))
+        .filter(thread_id=thread_id)
+        .annotate(
+            put_pk=Subquery(same.filter(checkpoint_id=checkpoint_id).values("pk")[:1]),
+            parent_seen=Subquery(
+                same.filter(checkpoint_id=data.parent_checkpoint_id or "")
+                .annotate(seen=KeyTransform("versions_seen", "checkpoint"))
+                .values("seen")[:1]
+            ),
+        )
+        .first()
+    )
+    if thread is None:
+        # A new thread has no checkpoint to find: nothing more is read before the first write.
+        thread, created = _thread_for_write(actor=actor, thread_id=thread_id, action="checkpoint.put", create=True)
+        existing, parent_seen = (None, None) if created else _this_and_parent(thread, data, checkpoint_id)
+        return thread, existing, parent_seen
+    _ensure_owner(actor, thread, "checkpoint.put")
+    existing = None
+    if thread.put_pk is not None:
+        existing = Checkpoint(pk=thread.put_pk, thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id)
+    return thread, existing, thread.parent_seen if isinstance(thread.parent_seen, dict) else None
 
 
 def _is_latest_root(thread: Thread, existing: Checkpoint | None) -> bool:
@@ -298,18 +329,19 @@ def _is_latest_root(thread: Thread, existing: Checkpoint | None) -> bool:
     return latest == existing.pk
 
 
-def _conversation(actor, thread: Thread, data: CheckpointInput, fields: dict[str, Any], existing) -> dict[str, Any] | None:
+def _conversation(actor, thread: Thread, data: CheckpointInput, fields: dict[str, Any], existing) -> tuple[dict[str, Any] | None, bool]:
     """A root LangGraph checkpoint's messages kept as the thread's blocks, the channel stored by
-    reference (conversation.py); `fields` are changed in place. The answer's `messages`, or None."""
+    reference (conversation.py); `fields` are changed in place. The answer's `messages` (or
+    None) and whether the thread row was written."""
     fields["messages_ref"] = None
     channel = conversation.messages_channel()
     values = (data.checkpoint.get("channel_values") or {}) if is_langgraph_checkpoint(data.checkpoint) else {}
     whole = conversation.block_messages(values.get(channel)) if channel in values else None
     if data.checkpoint_ns or (whole is None and data.messages is None):
-        return None
+        return None, False
     if not _is_latest_root(thread, existing):
         if data.messages is None:
-            return None
+            return None, False
         raise PreconditionFailed(
             "A delta is for the latest checkpoint; send this checkpoint's messages whole.",
             fields={"messages": ["the checkpoint is not the thread's latest."]},
@@ -321,7 +353,7 @@ def _conversation(actor, thread: Thread, data: CheckpointInput, fields: dict[str
     body["channel_values"] = {name: value for name, value in values.items() if name != channel}
     fields["checkpoint"] = body
     fields["messages_ref"] = kept.ref
-    return {"channel": channel, "head": kept.head, "count": kept.ref["count"]}
+    return {"channel": channel, "head": kept.head, "count": kept.ref["count"]}, kept.moved
 
 
 @transaction.atomic
