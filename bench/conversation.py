@@ -7,6 +7,8 @@ for threads that already hold N messages measures, side by side in one run:
 
 - memoryadmin's service (`thread_save_agent_state`), in process;
 - memoryadmin over HTTP (gunicorn.conf.py with one worker on 127.0.0.1, httpx keep-alive client);
+- the append-only save (`thread_append_messages`, `POST …/agent-state/append` with the
+  ETag of the previous answer as If-Match), in process and over HTTP: only the turn travels;
 - LangGraph's PostgresSaver on the same database, putting a checkpoint whose
   `messages` channel holds the conversation (what a LangGraph agent writes each step);
 - raw psycopg: the statements our save needs, with no framework, as the floor.
@@ -100,6 +102,52 @@ def bench_http(key: str, port: int, size: int, rounds: int) -> tuple[list[float]
             loads.append(time.perf_counter() - started)
             assert len(orjson.loads(raw)["context"]) == len(context)
     return saves, loads
+
+
+def bench_append_service(user, size: int, rounds: int) -> tuple[list[float], int]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from sessions_app.threads.append import thread_append_messages
+
+    thread_id = f"append-{size}"
+    result = thread_append_messages(actor=user, thread_id=thread_id, agent_code="bench", messages=turns(0, size))
+    count = size
+    samples = []
+    for _ in range(rounds):
+        turn = turns(count, 2)
+        started = time.perf_counter()
+        with CaptureQueriesContext(connection) as queries:
+            result = thread_append_messages(
+                actor=user, thread_id=thread_id, agent_code="bench", messages=turn, if_match=result.etag
+            )
+        samples.append(time.perf_counter() - started)
+        assert result.appended == 2 and result.active == count + 2
+        count += 2
+    return samples, len(queries)
+
+
+def bench_append_http(key: str, port: int, size: int, rounds: int) -> tuple[list[float], int]:
+    import httpx
+
+    import orjson
+
+    url = f"http://127.0.0.1:{port}/api/v1/threads/http-append-{size}/agent-state/append"
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    with httpx.Client(headers=headers, timeout=60) as client:
+        response = client.post(url, content=orjson.dumps({"agent_code": "bench", "messages": turns(0, size)}),
+                               headers={"If-None-Match": "*"})
+        response.raise_for_status()
+        count = size
+        samples = []
+        for _ in range(rounds):
+            body = orjson.dumps({"agent_code": "bench", "messages": turns(count, 2)})
+            started = time.perf_counter()
+            response = client.post(url, content=body, headers={"If-Match": response.headers["ETag"]})
+            samples.append(time.perf_counter() - started)
+            assert response.status_code == 200 and response.json()["active"] == count + 2, response.text
+            count += 2
+    return samples, len(body)
 
 
 def bench_postgres_saver(url: str, size: int, rounds: int) -> list[float]:
@@ -202,11 +250,13 @@ def main() -> None:
     port = bench.free_port()
     server = bench.start_server(url, port, workers=1)
     rows = []
+    appends = []
     try:
         for size in sizes:
             print(f"size {size} …", file=sys.stderr, flush=True)
             svc_save, svc_load, load_queries = bench_service(user, size, args.rounds)
             http_save, http_load = bench_http(key, port, size, args.rounds)
+            appends.append((size, *bench_append_service(user, size, args.rounds), *bench_append_http(key, port, size, args.rounds)))
             saver = bench_postgres_saver(url, size, args.rounds)
             thread = Thread.objects.get(thread_id=f"svc-{size}")
             raw = bench_raw_psycopg(url, thread.thread_id, thread.active_count, args.rounds)
@@ -234,6 +284,18 @@ def main() -> None:
             f"{pct(svc_save, .5) / pct(raw, .5):.2f}× | {pct(saver, .5) / pct(svc_save, .5):.1f}× | "
             f"{pct(svc_save, .5) / base:.2f}× | {pct(alone, .5) / base_alone:.2f}× | {fmt(svc_load)} | {fmt(http_load)} | {load_queries} |"
         )
+    savers = {row[0]: row[4] for row in rows}
+    append_base, append_http_base = pct(appends[0][1], 0.5), pct(appends[0][3], 0.5)
+    append_lines = [
+        f"| messages in thread | append, service | append, HTTP | request bytes | queries | service ÷ at {first} "
+        f"| HTTP ÷ at {first} | PostgresSaver put | PostgresSaver ÷ append (service) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size, svc, queries, http, request_bytes in appends:
+        append_lines.append(
+            f"| {size:,} | {fmt(svc)} | {fmt(http)} | {request_bytes:,} | {queries} | {pct(svc, .5) / append_base:.2f}× "
+            f"| {pct(http, .5) / append_http_base:.2f}× | {fmt(savers[size])} | {pct(savers[size], .5) / pct(svc, .5):.1f}× |"
+        )
     import django
     from importlib.metadata import version
 
@@ -249,7 +311,9 @@ def main() -> None:
     table = "\n".join(lines)
     report = (
         f"Times in milliseconds, p50 / p95 of {args.rounds} saves of one turn (2 messages) per size; "
-        f"messages of ~180 characters.\n\nMachine: {machine}.\n\n{table}\n"
+        f"messages of ~180 characters.\n\nMachine: {machine}.\n\n{table}\n\n"
+        f"The append-only save of the same turn (only the 2 new messages sent, If-Match the previous ETag):\n\n"
+        + "\n".join(append_lines) + "\n"
     )
     print(report)
     if args.write:

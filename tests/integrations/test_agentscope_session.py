@@ -7,6 +7,8 @@ formatter, memory, toolkit, plan notebook and agent are AgentScope's own.
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 from agentscope.agent import ReActAgent
@@ -240,6 +242,46 @@ def test_a_compaction_is_archived_and_nothing_is_lost(live_server, session_for, 
     assert "0 problem(s)" in verify_output()
 
 
+class Recording(httpx.AsyncHTTPTransport):
+    """A real transport that records each request's method, path and JSON body."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[tuple[str, str, object]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else None
+        self.sent.append((request.method, request.url.path.rsplit("/", 1)[-1], body))
+        return await super().handle_async_request(request)
+
+
+def test_later_turns_send_only_their_new_messages(live_server, session_for, key_for, alice):
+    transport = Recording()
+    session = session_for(key_for(alice), async_transport=transport)
+    agent = make_agent([tool_call(), text("6 x 7 = 42"), text("You asked what 6 x 7 is."), text("Still 42.")])
+
+    async def run():
+        await agent(Msg("user", "What is 6 x 7?", "user"))
+        await session.save_session_state("appends", agent=agent)
+        await agent(Msg("user", "And what did I just ask?", "user"))
+        await session.save_session_state("appends", agent=agent)
+        await agent(Msg("user", "Again?", "user"))
+        await session.save_session_state("appends", agent=agent)
+        # Compacted: the memory no longer starts with what was saved, so the whole context goes.
+        await agent.memory.delete([m.id for m in (await agent.memory.get_memory())[:-2]])
+        await session.save_session_state("appends", agent=agent)
+
+    run_async(run, closing=session_for.clients)
+    assert [(method, last) for method, last, _ in transport.sent] == [
+        ("PUT", "agent-state"), ("POST", "append"), ("POST", "append"), ("PUT", "agent-state")
+    ]
+    assert [m["content"] for m in transport.sent[1][2]["messages"]] == ["And what did I just ask?", "You asked what 6 x 7 is."]
+    assert [m["content"] for m in transport.sent[2][2]["messages"]] == ["Again?", "Still 42."]
+    assert "head" in transport.sent[1][2] and "agentscope" in transport.sent[2][2]["extra_state"]
+    assert len(blocks_of("appends", archived=True)) == 8 and len(blocks_of("appends", archived=False)) == 2
+    assert "0 problem(s)" in verify_output()
+
+
 def test_another_members_key_is_refused_and_nothing_is_written(live_server, session_for, key_for, alice, bob):
     owner, intruder = session_for(key_for(alice)), session_for(key_for(bob))
     agent = first_agent()
@@ -399,7 +441,7 @@ class LoseFirstSaveAnswer(httpx.AsyncHTTPTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await super().handle_async_request(request)
         self.answers.append((request.method, response.status_code))
-        if request.method == "PUT" and not self.lost:
+        if request.method in ("PUT", "POST") and not self.lost:
             self.lost = True
             await response.aread()
             raise httpx.ReadError("connection dropped before the answer", request=request)
@@ -422,6 +464,7 @@ def test_an_optimistic_save_whose_answer_was_lost_is_done(live_server, session_f
         return await memory_of(agent)
 
     memory = run_async(run, closing=session_for.clients)
-    assert transport.answers == [("GET", 200), ("PUT", 200), ("PUT", 412), ("GET", 200)]
+    # The third turn goes as an append of the new messages only.
+    assert transport.answers == [("GET", 200), ("POST", 200), ("POST", 412), ("GET", 200)]
     assert len(blocks_of("lost-answer", archived=False)) == len(memory) == 8
     assert blocks_of("lost-answer", archived=True) == []

@@ -215,7 +215,7 @@ class WriteFirst(httpx.HTTPTransport):
         self.answers: list[tuple[str, int]] = []
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        if request.method == "PUT" and self.other_write is not None:
+        if request.method == "POST" and self.other_write is not None:
             other_write, self.other_write = self.other_write, None
             other_write()
         response = super().handle_request(request)
@@ -229,9 +229,11 @@ def test_two_writers_never_lose_a_message(history_for, key_for, alice):
     other = history_for(key, "lc-race")
     transport = WriteFirst(lambda: other.add_messages([AIMessage("from the other writer")]))
     late = history_for(key, "lc-race", transport=transport)
-    # `late` read the thread, then the other writer saved before `late`'s save: a 412, a reload, a retry.
+    assert [m.content for m in late.messages] == ["first"]
+    # `late` read the thread, then the other writer appended before `late`'s append: the head
+    # `late` saw moved, so a 412, a read, and the append after the new head.
     late.add_messages([HumanMessage("from the late writer")])
-    assert transport.answers == [("GET", 200), ("PUT", 412), ("GET", 200), ("GET", 200), ("PUT", 200)]
+    assert transport.answers == [("GET", 200), ("POST", 412), ("GET", 200), ("POST", 200)]
     assert [m.content for m in history_for(key, "lc-race").messages] == [
         "first", "from the other writer", "from the late writer"
     ]
@@ -244,8 +246,9 @@ def test_two_first_writers_of_a_new_thread_lose_nothing(history_for, key_for, al
     transport = WriteFirst(lambda: other.add_messages([HumanMessage("other first")]))
     late = history_for(key, "lc-new-race", transport=transport)
     late.add_messages([HumanMessage("late first")])
-    # No thread yet: made empty (POST /threads), read for its ETag, then the same race as above.
-    assert [answer for answer in transport.answers if answer[0] != "GET"] == [("POST", 201), ("PUT", 412), ("PUT", 200)]
+    # No thread yet: the first append says If-None-Match: *, the other writer made the thread
+    # first, so a 412, a read, and the append after its head.
+    assert transport.answers == [("POST", 412), ("GET", 200), ("POST", 200)]
     assert [m.content for m in history_for(key, "lc-new-race").messages] == ["other first", "late first"]
     assert blocks_of("lc-new-race", archived=True) == []
 
@@ -261,7 +264,7 @@ class LoseFirstSaveAnswer(httpx.HTTPTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         response = super().handle_request(request)
         self.answers.append((request.method, response.status_code))
-        if request.method == "PUT" and not self.lost:
+        if request.method == "POST" and not self.lost:
             self.lost = True
             response.read()
             raise httpx.ReadError("connection dropped before the answer", request=request)
@@ -272,9 +275,11 @@ def test_a_save_whose_answer_was_lost_is_not_written_twice(history_for, key_for,
     key = key_for(alice)
     history_for(key, "lc-lost").add_messages([HumanMessage("hello")])
     transport = LoseFirstSaveAnswer()
-    history_for(key, "lc-lost", transport=transport).add_messages([AIMessage("written once")])
-    # The save landed; its retry found the thread moved (412) and the save already there.
-    assert transport.answers == [("GET", 200), ("PUT", 200), ("PUT", 412), ("GET", 200)]
+    history = history_for(key, "lc-lost", transport=transport)
+    assert [m.content for m in history.messages] == ["hello"]
+    history.add_messages([AIMessage("written once")])
+    # The append landed; its retry found the head moved (412) and the append already there.
+    assert transport.answers == [("GET", 200), ("POST", 200), ("POST", 412), ("GET", 200)]
     assert [m.content for m in history_for(key, "lc-lost").messages] == ["hello", "written once"]
 
 

@@ -94,3 +94,44 @@ def test_concurrent_http_saves_get_no_server_error(alice, live_server):
     responses = run_together([put(20)] * (CLIENTS // 2) + [put(22 + i) for i in range(CLIENTS // 2)])
     assert [r.status_code for r in responses] == [200] * CLIENTS
     assert_consistent("http-race")
+
+
+def test_concurrent_appenders_lose_nothing_and_never_share_a_seq(alice):
+    from django.core.management import call_command
+
+    from sessions_app.threads.append import thread_append_messages
+
+    thread_append_messages(actor=alice, thread_id="appends", agent_code="bot", messages=turns(4))
+    results = run_together(
+        [
+            lambda i=i: thread_append_messages(actor=alice, thread_id="appends", agent_code="bot", messages=turns(2, f"c{i}"))
+            for i in range(CLIENTS)
+        ]
+    )
+    assert [r.appended for r in results] == [2] * CLIENTS
+    thread = assert_consistent("appends")
+    assert thread.last_seq == 4 + 2 * CLIENTS
+    # Each appender's two messages are adjacent, and the chain holds over the whole context.
+    context = thread_agent_state(actor=alice, thread_id="appends").context
+    assert sorted(m["id"] for m in context) == sorted([m["id"] for m in turns(4)] + [f"c{i}-{j}" for i in range(CLIENTS) for j in (0, 1)])
+    call_command("verify", "--thread", "appends")
+
+
+def test_appenders_guarded_by_one_etag_let_exactly_one_through(alice):
+    from memoryadmin.errors import PreconditionFailed
+    from sessions_app.threads.append import thread_append_messages
+
+    etag = thread_append_messages(actor=alice, thread_id="guarded", agent_code="bot", messages=turns(2)).etag
+
+    def job(i):
+        try:
+            return thread_append_messages(
+                actor=alice, thread_id="guarded", agent_code="bot", messages=turns(1, f"g{i}"), if_match=etag
+            ).appended
+        except PreconditionFailed:
+            return "412"
+
+    outcomes = run_together([lambda i=i: job(i) for i in range(CLIENTS)])
+    assert sorted(outcomes, key=str) == [1] + ["412"] * (CLIENTS - 1)
+    assert Block.objects.filter(thread__thread_id="guarded").count() == 3
+    assert_consistent("guarded")

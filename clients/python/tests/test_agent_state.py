@@ -43,25 +43,47 @@ def test_valid_thread_ids_pass():
     assert thread_id_validate(thread_id="a.b:c@d$e-f_9") == "a.b:c@d$e-f_9"
 
 
-def test_append_saves_the_context_plus_the_new_messages_under_if_match():
-    saved = {"thread_id": "t-1", "mode": "append", "appended": 1, "archived": 0, "active": 2, "max_seq": 2}
-    api, seen = api_answering((200, STATE, {"ETag": '"v1"'}), (200, saved, {"ETag": '"v2"'}))
+def test_append_sends_only_the_new_messages_after_the_head_it_saw():
+    saved = {"thread_id": "t-1", "mode": "append", "appended": 1, "archived": 0, "active": 2, "max_seq": 2, "head": "h2"}
+    api, seen = api_answering((200, {**STATE, "head": "h1"}, {"ETag": '"v1"'}), (200, saved, {"ETag": '"v2"'}))
+    api.load(thread_id="t-1")
     result = api.append(thread_id="t-1", agent_code="bot", messages=[{"role": "assistant", "content": "hello"}])
-    assert (result.mode, result.etag) == ("append", '"v2"')
-    put = seen[1]
-    assert (put.method, put.url.path, put.headers["If-Match"]) == ("PUT", "/api/v1/threads/t-1/agent-state", '"v1"')
-    assert json.loads(put.content) == {
-        "agent_code": "bot", "context": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
-    }
+    assert (result.mode, result.etag, result.head) == ("append", '"v2"', "h2")
+    post = seen[1]
+    assert (post.method, post.url.path) == ("POST", "/api/v1/threads/t-1/agent-state/append")
+    assert json.loads(post.content) == {"agent_code": "bot", "messages": [{"role": "assistant", "content": "hello"}], "head": "h1"}
+    # The next append continues from the head of that answer, with no read.
+    api_next, seen_next = api_answering((200, {**saved, "appended": 1, "active": 3, "head": "h3"}, {}))
+    api_next._heads = dict(api._heads)
+    api_next.append(thread_id="t-1", agent_code="bot", messages=[{"role": "user", "content": "more"}])
+    assert json.loads(seen_next[0].content)["head"] == "h2"
+
+
+def test_a_thread_never_seen_is_appended_to_as_new_then_after_the_head_read():
+    refused = (412, {"code": "precondition_failed", "detail": "exists"}, {})
+    saved = {"thread_id": "t-1", "mode": "append", "appended": 1, "archived": 0, "active": 2, "max_seq": 2, "head": "h2"}
+    api, seen = api_answering(refused, (200, {**STATE, "head": "h1"}, {"ETag": '"v1"'}), (200, saved, {}))
+    api.append(thread_id="t-1", agent_code="bot", messages=[{"role": "assistant", "content": "hello"}])
+    assert [r.method for r in seen] == ["POST", "GET", "POST"]
+    assert seen[0].headers["If-None-Match"] == "*" and "head" not in json.loads(seen[0].content)
+    assert json.loads(seen[2].content)["head"] == "h1"
+
+
+def test_an_append_needs_a_guard():
+    from memoryadmin_client.agent_state import append_call
+
+    with pytest.raises(ValueError, match="guard"):
+        append_call(thread_id="t-1", agent_code="bot", messages=[])
 
 
 def test_append_gives_up_after_its_attempts():
     refused = (412, {"code": "precondition_failed", "detail": "changed"}, {})
-    moved = {**STATE, "context": [{"role": "user", "content": "someone else"}]}
+    moved = {**STATE, "context": [{"role": "user", "content": "someone else"}], "head": "h9"}
     api, seen = api_answering(
-        (200, STATE, {"ETag": '"v1"'}), refused, (200, moved, {"ETag": '"v2"'}),
-        (200, moved, {"ETag": '"v2"'}), refused, (200, moved, {"ETag": '"v3"'}),
+        (200, {**STATE, "head": "h1"}, {"ETag": '"v1"'}), refused, (200, moved, {"ETag": '"v2"'}),
+        refused, (200, moved, {"ETag": '"v3"'}),
     )
+    api.load(thread_id="t-1")
     with pytest.raises(MemoryAdminPreconditionFailed):
         api.append(thread_id="t-1", agent_code="bot", messages=[{"role": "assistant", "content": "hello"}])
-    assert [r.method for r in seen] == ["GET", "PUT", "GET", "GET", "PUT", "GET"]
+    assert [r.method for r in seen] == ["GET", "POST", "GET", "POST", "GET"]

@@ -26,9 +26,15 @@ A3. The extra state is `{"agentscope": {"context_module": "agent.memory",
     AgentScope makes it (the plan notebook, the toolkit's active groups, the
     agent's name and system prompt, the memory's compressed summary …), less
     the context memory's `content`, which is the thread's context.
-A4. A save sends the full context: the server appends what is new (a no-op when
-    nothing is), and when the memory was cleared or shortened (a compaction) it
-    archives the old blocks, never deleting them, and stores the new context.
+A4. A save sends only what is new when it can: when the memory still starts with
+    the context this session last loaded or saved, the new messages go by the
+    append-only save, guarded by the chain head the session saw, so a turn costs
+    the same at message 10 and at message 10 000. Otherwise (the session's first
+    save of the thread, or the memory was cleared or shortened: a compaction) it
+    sends the full context, and the server archives the old blocks, never
+    deleting them, and stores the new context. An append that meets a moved
+    head (another writer) is sent again as a full save: the agent's memory is
+    what the thread must hold.
 A5. A load calls each given module's `load_state_dict` with its saved state and
     the thread's context put back as the memory's `content`. A module the
     thread has no saved state for is skipped, except the memory of the context,
@@ -165,6 +171,9 @@ class MemoryAdminSession(SessionBase):
         self.api = AgentStateAPI(http=self.http)
         # The ETag of each thread as this session last loaded or saved it (for `optimistic`).
         self._etags: dict[str, str] = {}
+        # The context of each thread as this session last loaded or saved it (as JSON): a
+        # save that extends it sends only the new messages (rule A4).
+        self._contexts: dict[str, list[Any]] = {}
 
     def thread_of(self, *, session_id: str, user_id: str = "") -> str:
         """The thread id a session is kept in."""
@@ -188,20 +197,51 @@ class MemoryAdminSession(SessionBase):
         """Save the modules' state in the session's thread: the memory as its context, the rest as its extra state."""
         thread_id = self.thread_of(session_id=session_id, user_id=user_id)
         context, extra = self._split(state_modules_mapping)
+        sent = as_json(value=context)
         if_match = self._etags.get(thread_id) if self.optimistic else None
-        save = {"thread_id": thread_id, "agent_code": self.agent_code, "context": context, "extra_state": extra}
-        try:
-            result = await self.api.asave(**save, if_match=if_match)
-        except MemoryAdminPreconditionFailed:
-            # The same save may have reached the server before a retry of it: then it is done.
-            state = await self.api.aload(thread_id=thread_id)
-            if state is None or [state.context, state.extra_state] != as_json(value=[context, extra]):
-                raise
-            if state.etag:
-                self._etags[thread_id] = state.etag
-            return
+        result = await self._append(thread_id=thread_id, sent=sent, extra=extra, if_match=if_match)
+        if result is None:
+            save = {"thread_id": thread_id, "agent_code": self.agent_code, "context": sent, "extra_state": extra}
+            try:
+                result = await self.api.asave(**save, if_match=if_match)
+            except MemoryAdminPreconditionFailed:
+                # The same save may have reached the server before a retry of it: then it is done.
+                if await self._landed(thread_id=thread_id, sent=sent, extra=extra) is None:
+                    raise
+                return
+        self._contexts[thread_id] = sent
         if result.etag:
             self._etags[thread_id] = result.etag
+
+    async def _append(self, *, thread_id: str, sent: list[Any], extra: dict[str, Any], if_match: str | None) -> Any:
+        """The save as an append of the new messages (rule A4), or None when it must be a full save."""
+        previous = self._contexts.get(thread_id)
+        known = self.api.known_head(thread_id=thread_id, agent_code=self.agent_code)
+        if previous is None or known is None or known[1] != len(previous) or sent[: len(previous)] != previous:
+            return None
+        guard = {"if_match": if_match} if if_match else {"head": known[0]}
+        try:
+            return await self.api.aappend_only(
+                thread_id=thread_id, agent_code=self.agent_code, messages=sent[len(previous):], extra_state=extra, **guard
+            )
+        except MemoryAdminPreconditionFailed:
+            state = await self._landed(thread_id=thread_id, sent=sent, extra=extra)
+            if state is not None:
+                return state
+            if if_match:
+                raise
+            return None
+
+    async def _landed(self, *, thread_id: str, sent: list[Any], extra: dict[str, Any]) -> Any:
+        """The thread's state if it already holds exactly this save (one that reached the server before
+        its retry), else None."""
+        state = await self.api.aload(thread_id=thread_id)
+        if state is None or [state.context, state.extra_state] != [sent, as_json(value=extra)]:
+            return None
+        self._contexts[thread_id] = sent
+        if state.etag:
+            self._etags[thread_id] = state.etag
+        return state
 
     async def load_session_state(
         self, session_id: str, user_id: str = "", allow_not_exist: bool = True, **state_modules_mapping: StateModule
@@ -215,6 +255,8 @@ class MemoryAdminSession(SessionBase):
             raise ValueError(f"Failed to load session state: memoryadmin has no thread {thread_id!r}.")
         if state.etag:
             self._etags[thread_id] = state.etag
+        if state.agent_code == self.agent_code:
+            self._contexts[thread_id] = state.context
         saved = (state.extra_state or {}).get(EXTRA_KEY) if isinstance(state.extra_state, dict) else None
         saved = saved if isinstance(saved, dict) else {}
         modules_state = saved.get("modules") if isinstance(saved.get("modules"), dict) else {}
