@@ -33,13 +33,19 @@ migrate: install env
 demo: migrate
 	$(PY) manage.py demo_data
 
+# On PostgreSQL the job queue's worker (manage.py jobs_worker) runs beside the server and
+# stops with it; SQLite has no queue, and a job runs in the request that starts it
+# (docs/operations.md, "Jobs"). The worker does not reload on code changes: restart `make run`.
+QUEUED = $(PY) manage.py shell -v 0 -c "from memoryadmin import queue; raise SystemExit(not queue.is_queued())"
+WITH_WORKER = if $(QUEUED); then $(PY) manage.py jobs_worker & trap "kill $$! 2>/dev/null" EXIT INT TERM; fi;
+
 run: demo
 	@echo ""
 	@echo "  memoryadmin is at http://$(HOST):$(PORT)/"
 	@echo "  sign in as admin / memoryadmin (also: operator, alice, bob — same password)"
 	@echo "  API docs: http://$(HOST):$(PORT)/api/docs/   an agent key: $(PY) manage.py apikey create --user alice"
 	@echo ""
-	$(PY) manage.py runserver $(HOST):$(PORT)
+	@$(WITH_WORKER) $(PY) manage.py runserver $(HOST):$(PORT)
 
 test: install
 	$(PY) -m pytest -m "not browser" -q
@@ -73,9 +79,12 @@ schema: install
 
 # Production serving: gunicorn (gunicorn.conf.py) with DEBUG off and static files
 # collected into whitenoise's compressed manifest storage. `make serve WORKERS=3`.
+# On PostgreSQL one job worker runs beside it; in production run `manage.py jobs_worker`
+# as a service of its own, as many as needed (docs/scaling.md, "Job workers").
 serve: migrate
 	DJANGO_DEBUG=0 $(PY) manage.py collectstatic --noinput --verbosity 0
-	DJANGO_DEBUG=0 GUNICORN_BIND=$(HOST):$(PORT) $(if $(WORKERS),GUNICORN_WORKERS=$(WORKERS)) \
+	export DJANGO_DEBUG=0; $(WITH_WORKER) \
+	GUNICORN_BIND=$(HOST):$(PORT) $(if $(WORKERS),GUNICORN_WORKERS=$(WORKERS)) \
 		$(VENV)/bin/gunicorn -c gunicorn.conf.py
 
 # The side-by-side benchmark on a fresh PostgreSQL database (docs/benchmarks.md).

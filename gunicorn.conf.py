@@ -9,12 +9,14 @@ are in docs/scaling.md ("Serving on one machine").
 - Workers: processes, because Django's request path is mostly Python and one
   process uses at most one core. 2 per core plus one (gunicorn's rule of thumb):
   while one worker waits on PostgreSQL another computes.
-- Threads: 2 per worker (gthread). A request waiting on a row lock (two saves
-  to one thread) then does not hold a whole process; each thread keeps its own
-  database connection, so connections = workers x threads (size PostgreSQL's
-  max_connections or a pool for it). The live-turn stream limits are computed
-  from GUNICORN_WORKERS and GUNICORN_THREADS (memoryadmin/settings.py): every
-  worker keeps at least half of its threads for other requests (docs/turns.md).
+- Worker class: uvicorn's ASGI worker (the uvicorn-worker package). Each worker
+  process runs one event loop: live-turn streams are coroutines waiting on
+  PostgreSQL's LISTEN/NOTIFY (sessions_app/turns/listener.py), so an open stream
+  holds no request capacity; synchronous views run in threads as Django's ASGI
+  handler runs them (a thread per request, so no persistent database
+  connections: a psycopg pool per process, memoryadmin/settings.py). gunicorn
+  stays the process manager: it restarts a dead worker, recycles workers after
+  max_requests, and kills one whose event loop stops answering for `timeout`.
 - preload_app: the app is imported once in the master and the workers fork
   from it (faster start, shared memory pages). Nothing opens a database
   connection at import time, so no socket is shared across the fork.
@@ -44,13 +46,13 @@ def _env_int(name: str, default: int) -> int:
         raise SystemExit(f"{name} must be an integer, not {raw!r}") from exc
 
 
-wsgi_app = "memoryadmin.wsgi:application"
+wsgi_app = "memoryadmin.asgi:application"
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000").split(",")
 
 workers = _env_int("GUNICORN_WORKERS", multiprocessing.cpu_count() * 2 + 1)
-threads = _env_int("GUNICORN_THREADS", 2)
-worker_class = "gthread" if threads > 1 else "sync"
-# The kernel's accept queue: connections beyond workers x threads wait here.
+# ASGI workers: one event loop per process serves every connection it accepts.
+worker_class = "uvicorn_worker.UvicornWorker"
+# The kernel's accept queue: connections not yet accepted by a worker wait here.
 backlog = _env_int("GUNICORN_BACKLOG", 2048)
 
 # A request that has not finished in this many seconds is killed with its worker.
@@ -74,8 +76,8 @@ limit_request_fields = 100
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-") or None
 errorlog = os.environ.get("GUNICORN_ERROR_LOG", "-")
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
-# Combined log format plus the time taken in microseconds (%(D)s) and the worker's pid.
-access_log_format = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %(D)sus pid=%(p)s'
+# uvicorn's workers write the access log through gunicorn's handlers, in uvicorn's own
+# format (client, request line, status), one line when a response starts.
 # Only a proxy on these addresses may set X-Forwarded-* (see DJANGO_BEHIND_TLS_PROXY).
 forwarded_allow_ips = os.environ.get("GUNICORN_FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
 proc_name = "memoryadmin"

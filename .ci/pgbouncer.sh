@@ -3,7 +3,9 @@
 #   .ci/pgbouncer.sh <command…>
 # PgBouncer (Debian's package, installed when missing) listens on 127.0.0.1:$PGBOUNCER_PORT,
 # forwards every database to 127.0.0.1:5432 with trust authentication, and is stopped
-# when the command ends. DATABASE_URL and DJANGO_DB_POOLER are set for the command.
+# when the command ends. DATABASE_URL and DJANGO_DB_POOLER are set for the command, and
+# DATABASE_LISTEN_URL, where the live-turn streams' listener reaches PostgreSQL itself
+# (LISTEN needs a session of its own, which transaction pooling does not give).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT="${PGBOUNCER_PORT:-6432}"
@@ -41,4 +43,5 @@ for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p "$PORT" && break; sleep 0
 # POSTGRES_DIRECT_PORT: where a client that needs a session of its own (prepared statements,
 # LISTEN) reaches PostgreSQL itself.
 export DATABASE_URL="postgres://postgres@127.0.0.1:$PORT/postgres" DJANGO_DB_POOLER=transaction POSTGRES_DIRECT_PORT=5432
+export DATABASE_LISTEN_URL="postgres://postgres@127.0.0.1:5432/postgres"
 "$@"

@@ -4,8 +4,9 @@
 
 Creates a fresh PostgreSQL database (LOADTEST_DB, default memoryadmin_loadtest),
 loads 1 000 threads (100 000 blocks, 50 000 checkpoints) and 100 000 store items
-with bench/loader.py, starts gunicorn from gunicorn.conf.py on 127.0.0.1 (workers
-from the CPU count) and drives each scenario with wrk for `--duration` seconds:
+with bench/loader.py, starts gunicorn from gunicorn.conf.py on 127.0.0.1 (uvicorn's
+ASGI workers, as many as the CPU count gives) and drives each scenario with wrk for
+`--duration` seconds:
 
 - agent-state save: PUT, each request appends a turn (2 messages) to one of 200
   conversations, which start again on a new thread at 100 messages;
@@ -16,10 +17,14 @@ from the CPU count) and drives each scenario with wrk for `--duration` seconds:
 - store search: POST a search with a namespace prefix and a filter;
 - thread list page: the dashboard's HTML page, signed in as an admin.
 
-Then the read scenarios again with DJANGO_DB_POOL=1 (psycopg pool instead of
-persistent connections). Reports requests/s, p50/p95/p99 and errors (any
-non-2xx answer or socket error counts); `--write` puts the table in
-docs/benchmarks.md. Loopback only.
+Then every scenario again with `--streams` (500) live-turn streams open on a fresh
+server: bench/live_streams.py holds them (dashboard event streams over 50 threads
+with pending turns, reopened if one ends) and appends 10 chunks a second through the
+API, each stamped with its sending time, so the report also gives how long a chunk
+took to reach the streams. Reports requests/s, p50/p95/p99 and errors (any non-2xx
+answer or socket error counts), the server's 5xx count from /metrics, and, with the
+streams open, the worker processes' threads and the server's PostgreSQL connections;
+`--write` puts the table in docs/benchmarks.md. Loopback only.
 """
 
 from __future__ import annotations
@@ -228,6 +233,62 @@ def start(url: str, port: int, extra_env: dict[str, str]) -> subprocess.Popen:
     raise RuntimeError("gunicorn did not start")
 
 
+def hold_streams(base: str, cookie: str, key: str, threads: list[str], streams: int, args) -> subprocess.Popen:
+    """bench/live_streams.py holding `streams` open, once they all are (or after 120 s)."""
+    from sessions_app.turns.models import TurnStreamLease
+
+    scenarios = 7 if not args.only else len(args.only.split(","))
+    seconds = scenarios * (args.duration + args.warmup + 30) + 300
+    holder = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "live_streams.py"), "--base", base, "--cookie", cookie, "--key", key,
+         "--threads", ",".join(threads), "--streams", str(streams), "--seconds", str(seconds),
+         "--chunks-per-second", str(args.chunks_per_second)],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 120
+    while TurnStreamLease.objects.count() < streams and time.monotonic() < deadline and holder.poll() is None:
+        time.sleep(0.5)
+    bench.log(f"{TurnStreamLease.objects.count()} live streams open")
+    return holder
+
+
+def stream_report(holder: subprocess.Popen, master: int, url: str, streams: int) -> str:
+    """What the streams saw, and what holding them cost the server (threads, connections)."""
+    import psycopg
+
+    from sessions_app.turns.models import TurnStreamLease
+
+    open_now = TurnStreamLease.objects.count()
+    workers = [int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat")
+               if _ppid(stat) == master]
+    threads = sorted(len(list(Path(f"/proc/{pid}/task").iterdir())) for pid in workers)
+    with psycopg.connect(url) as conn:
+        (connections,) = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    holder.terminate()
+    out, _ = holder.communicate(timeout=60)
+    line = next((line for line in out.splitlines() if line.startswith("STREAMS ")), None)
+    seen = json.loads(line[len("STREAMS "):]) if line else {}
+    return (
+        f"{streams} live streams: {open_now} open at the end of the scenarios (leases), opened {seen.get('opened')} times "
+        f"(all {streams} open after {seen.get('all_open_after_s')} s, opened at 50 a second), {seen.get('refused')} refusals "
+        f"(429), {seen.get('unavailable')} opens answered 503 (the database did not answer in time; the client retried), "
+        f"{seen.get('ended_early')} ended by the server, {seen.get('failed')} failed; {seen.get('chunks_sent'):,} chunks "
+        f"appended through the API, {seen.get('chunks_received'):,} chunk events received by the streams, delivered in "
+        f"p50 {seen.get('delay_p50_ms')} ms, p99 {seen.get('delay_p99_ms')} ms, max {seen.get('delay_max_ms')} ms after "
+        f"they were sent. Threads per worker process: {threads}; PostgreSQL connections of the server (pools and "
+        f"listeners): {connections - 1}."
+    )
+
+
+def _ppid(stat: Path) -> int:
+    try:
+        return int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=int, default=60, help="seconds per scenario")
@@ -235,7 +296,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5, help="seconds of each scenario run first and not counted")
     parser.add_argument("--wrk-threads", type=int, default=1)
     parser.add_argument("--only", default="", help="comma-separated scenario names (default: all)")
-    parser.add_argument("--no-pool-compare", action="store_true")
+    parser.add_argument("--streams", type=int, default=500, help="live streams held open in the second pass (0: none)")
+    parser.add_argument("--stream-threads", type=int, default=50, help="threads the streams follow")
+    parser.add_argument("--chunks-per-second", type=float, default=10)
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
     if not shutil.which("wrk"):
@@ -274,18 +337,21 @@ def main() -> None:
     import multiprocessing
 
     rows = []
-    configs = [("persistent connections (CONN_MAX_AGE=60)", {})]
-    if not args.no_pool_compare:
-        configs.append(("psycopg pool (DJANGO_DB_POOL=1)", {"DJANGO_DB_POOL": "1"}))
-    reads = {"agent-state load", "checkpoint get latest", "store search (prefix + filter)"}
-    for label, extra in configs:
+    configs = [("no streams", {}, 0)]
+    if args.streams:
+        # The user the streams belong to may hold them all; none of them ends during the run.
+        stream_env = {"MEMORYADMIN_TURN_STREAMS_PER_USER": str(args.streams + 100), "MEMORYADMIN_TURN_SSE_MAX_SECONDS": "7200"}
+        configs.append((f"{args.streams} live streams open", stream_env, args.streams))
+    stream_notes = []
+    for label, extra, streams in configs:
         port = bench.free_port()
         server = start(url, port, extra)
         base = f"http://127.0.0.1:{port}"
+        holder = None
         try:
+            if streams:
+                holder = hold_streams(base, cookie, key, member_threads[: args.stream_threads], streams, args)
             for name, script in scripts.items():
-                if extra and name not in reads:
-                    continue
                 bench.log(f"{label}: {name} for {args.duration}s …")
                 if args.warmup:
                     # Workers open their connections and fill their caches; not counted.
@@ -298,14 +364,18 @@ def main() -> None:
                 rows.append((label, name, result))
                 bench.log(f"  {result['rps']:.0f} req/s, p50 {result['p50'] / 1000:.1f} ms, p99 {result['p99'] / 1000:.1f} ms, "
                           f"errors {result['errors']}")
+            if holder is not None:
+                stream_notes.append(stream_report(holder, server.pid, url, streams))
+                holder = None
             served, failed = server_errors(base)
         finally:
+            if holder is not None:
+                holder.kill()
             server.terminate()
             server.wait(timeout=60)
         rows.append((label, "__server__", {"served": served, "5xx": failed}))
 
     workers = int(os.environ.get("GUNICORN_WORKERS") or multiprocessing.cpu_count() * 2 + 1)
-    threads = int(os.environ.get("GUNICORN_THREADS") or 2)
     lines = [
         "| connections | scenario | requests | req/s | p50 ms | p95 ms | p99 ms | max ms | errors | app CPU ms / request |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -326,13 +396,14 @@ def main() -> None:
     report = (
         f"Command: `make loadtest` (wrk {args.wrk_threads} thread, {args.connections} connections, {args.duration} s per scenario "
         f"after {args.warmup} s not counted, "
-        f"all on 127.0.0.1). Server: gunicorn {version('gunicorn')} from gunicorn.conf.py, {workers} workers × {threads} threads, "
+        f"all on 127.0.0.1). Server: gunicorn {version('gunicorn')} from gunicorn.conf.py, {workers} uvicorn {version('uvicorn')} "
+        f"ASGI workers, a psycopg pool each, "
         f"on the same {os.cpu_count()}-core machine as wrk and PostgreSQL {psycopg.connect(url).info.server_version // 10000} "
         f"(CPython {platform.python_version()}, Django {django.get_version()}). Data: {THREADS:,} threads, "
         f"{THREADS * loader.BLOCKS_PER_THREAD:,} blocks, {THREADS * loader.CHECKPOINTS_PER_THREAD:,} checkpoints, "
         f"{NAMESPACES * loader.ITEMS_PER_NAMESPACE:,} store items. Load average {load_start:.1f} at the start, "
         f"{os.getloadavg()[0]:.1f} at the end.\n\n"
-        + "\n".join(lines) + "\n\n" + "\n".join(f"- {note}" for note in notes) + "\n"
+        + "\n".join(lines) + "\n\n" + "\n".join(f"- {note}" for note in [*notes, *stream_notes]) + "\n"
     )
     print(report)
     if args.write:

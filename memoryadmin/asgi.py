@@ -1,6 +1,73 @@
+"""The ASGI application the production server runs (gunicorn.conf.py: gunicorn with uvicorn workers).
+
+Django's ASGI handler reads a request's whole body before any middleware sees it.
+`BodyLimit` stops reading at MEMORYADMIN_MAX_BODY_BYTES, so a body too large is
+never stored, whether it comes with a Content-Length or chunked; the request then
+reaches Django marked, and RequestLimitsMiddleware answers 413 as it does for every
+body over the limit (memoryadmin/middleware.py).
+"""
+
+import logging
 import os
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryadmin.settings")
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+from memoryadmin.middleware import BODY_TOO_LARGE  # noqa: E402 (after Django is set up)
+
+
+class BodyLimit:
+    """An ASGI wrapper that keeps at most `limit` bytes of a request body.
+
+    Past the limit (or when the declared Content-Length is over it) Django is told the
+    body ended, and whatever the client still sends is dropped unread into nothing
+    until the response is complete (the server then reports the end of the request).
+    """
+
+    def __init__(self, app, limit: int):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = next((value for name, value in scope.get("headers", ()) if name == b"content-length"), None)
+        # Refused by its declared size: nothing of it is kept.
+        scope = {**scope, BODY_TOO_LARGE: declared is not None and declared.isdigit() and int(declared) > self.limit}
+        received = 0
+        ended = False
+
+        async def limited_receive():
+            nonlocal received, ended
+            if ended:
+                # After the body: what Django waits for now is the client leaving.
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        return message
+            if scope[BODY_TOO_LARGE]:
+                ended = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    scope[BODY_TOO_LARGE] = ended = True
+                    return {"type": "http.request", "body": b"", "more_body": False}
+                ended = not message.get("more_body", False)
+            return message
+
+        return await self.app(scope, limited_receive, send)
+
+
+application = BodyLimit(django_application, settings.MEMORYADMIN_MAX_BODY_BYTES)
+
+if not settings.DEBUG and not settings.TESTING and not settings.STATIC_COLLECTED:
+    logging.getLogger("memoryadmin").warning(
+        "Static files are not collected in %s: serving them from the apps' directories, uncompressed. "
+        "Run `manage.py collectstatic` for compressed files with cache-busting names.",
+        settings.STATIC_ROOT,
+    )

@@ -19,6 +19,9 @@ from .metrics import HTTP_LATENCY, HTTP_REQUESTS
 # new series kept in every process for good, so made-up methods or paths (no login
 # needed) would otherwise grow the metrics without bound.
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# Under ASGI, the scope key memoryadmin/asgi.py sets on a request whose body went past
+# MEMORYADMIN_MAX_BODY_BYTES (the rest of it was not read).
+BODY_TOO_LARGE = "memoryadmin.body_too_large"
 
 
 class RequestMetricsMiddleware:
@@ -52,7 +55,9 @@ class RequestLimitsMiddleware:
     Where the server hands over the de-chunked body and marks it terminated
     (`wsgi.input_terminated`, as gunicorn does), it is read here, at most one byte
     past the limit, and then treated exactly like a body with that Content-Length.
-    Where it does not (the development server), it cannot be read: 411.
+    Where it does not (the development server), it cannot be read: 411. Under ASGI
+    the server de-chunks it, memoryadmin/asgi.py keeps at most the limit (and marks a
+    request whose body went past it), and the body is read here the same way.
     """
 
     def __init__(self, get_response):
@@ -62,6 +67,8 @@ class RequestLimitsMiddleware:
         if "\x00" in request.path or _query_has_nul(request):
             return _refuse(request, 400, "invalid", "NUL characters are not allowed in URLs.")
         limit = settings.MEMORYADMIN_MAX_BODY_BYTES
+        if getattr(request, "scope", {}).get(BODY_TOO_LARGE):
+            return _refuse(request, 413, "too_large", f"Request body exceeds the limit of {limit} bytes.")
         if "HTTP_TRANSFER_ENCODING" in request.META and not request.META.get("CONTENT_LENGTH"):
             refusal = _take_chunked_body(request, limit)
             if refusal is not None:
@@ -81,6 +88,10 @@ class RequestLimitsMiddleware:
 
 def _take_chunked_body(request, limit: int):
     """Read a body sent without Content-Length and give it one; the refusal when that cannot be."""
+    if hasattr(request, "scope"):
+        # ASGI: the whole body (at most the limit) is already in the request's stream.
+        request.META["CONTENT_LENGTH"] = str(len(request.body))
+        return None
     environ = getattr(request, "environ", {})
     if not environ.get("wsgi.input_terminated") or "wsgi.input" not in environ:
         return _refuse(

@@ -90,6 +90,8 @@ RULES: dict[str, Rule] = {
     "checkpoint.delete_thread": _OWNER_OR_ADMIN,
     "checkpoint.prune": _OWNER_OR_ADMIN,
     "checkpoint.release": _ADMIN,
+    # Time travel from the dashboard: the owner, or an admin (audited), branches off a checkpoint.
+    "checkpoint.fork": _OWNER_OR_ADMIN,
     # Turns (sessions_app/turns).
     "turn.begin": _OWNER,
     "turn.append": _OWNER,
@@ -118,6 +120,7 @@ RULES: dict[str, Rule] = {
     "retention.policy_delete": _ADMIN,
     "retention.apply": _ADMIN,
     "user.erase": _ADMIN,
+    "export.download": Rule(owner=True, writes=False),  # a queued bulk export: who asked for it
     # API keys and the audit log (memoryadmin).
     "apikey.create": _ADMIN,
     "apikey.revoke": _ADMIN,

@@ -5,9 +5,9 @@ Every variable is documented in `.env.example`. Django's own settings take a
 
 This is the only module that reads the environment: everything else reads
 `django.conf.settings.X`. Each variable goes through a typed helper below
-(`env_str`, `env_bool`, `env_int`, `env_float`, `env_list`, `env_choice`, `env_rate`),
-which refuses a value it cannot use with ImproperlyConfigured naming the variable, so
-a typo stops the server at start instead of surfacing on some later request.
+(`env_str`, `env_bool`, `env_int`, `env_float`, `env_list`, `env_choice`, `env_rate`,
+`env_cron`), which refuses a value it cannot use with ImproperlyConfigured naming the
+variable, so a typo stops the server at start instead of surfacing on some later request.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import socket
 import sys
 from pathlib import Path
 
+import croniter
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
@@ -117,6 +118,14 @@ def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
 
 
+def env_cron(name: str, default: str) -> str:
+    """A crontab schedule (five fields, or six with seconds), or empty for none."""
+    raw = env_str(name, default).strip()
+    if raw and not croniter.croniter.is_valid(raw):
+        raise ImproperlyConfigured(f"{name} must be a crontab schedule such as '15 3 * * *' (or empty), not {raw!r}")
+    return raw
+
+
 DEBUG = env_bool("DJANGO_DEBUG", False)
 TESTING = "pytest" in sys.modules
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEV_SECRET_KEY)
@@ -148,6 +157,8 @@ INSTALLED_APPS = [
     "store_app",
     "graphs_app",
     "memoryadmin.operations",
+    # The job queue's tables, its Django app and its worker (memoryadmin/queue.py).
+    "procrastinate.contrib.django",
 ]
 
 MIDDLEWARE = [
@@ -212,17 +223,22 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # same busy timeout) as production.
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / f"test-{os.getpid()}.sqlite3")}
     (BASE_DIR / "var").mkdir(exist_ok=True)
-elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+def _pool_options() -> dict[str, int]:
+    return {
+        "min_size": env_int("DJANGO_DB_POOL_MIN_SIZE", 2, minimum=0),
+        "max_size": env_int("DJANGO_DB_POOL_MAX_SIZE", 4, minimum=1),
+        "timeout": env_int("DJANGO_DB_POOL_TIMEOUT", 10, minimum=1),
+    }
+
+
+_transaction_pooler = False
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Connections (docs/scaling.md "Connections"): by default each worker thread keeps
     # its connection for DJANGO_CONN_MAX_AGE seconds; DJANGO_DB_POOL=1 gives each
     # process a psycopg pool instead (Django refuses a pool with persistent connections).
     if env_bool("DJANGO_DB_POOL", False):
         DATABASES["default"]["CONN_MAX_AGE"] = 0
-        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            "min_size": env_int("DJANGO_DB_POOL_MIN_SIZE", 2, minimum=0),
-            "max_size": env_int("DJANGO_DB_POOL_MAX_SIZE", 4, minimum=1),
-            "timeout": env_int("DJANGO_DB_POOL_TIMEOUT", 10, minimum=1),
-        }
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = _pool_options()
     # Behind a pooler in transaction mode (PgBouncer's pool_mode = transaction) each
     # transaction may run on another server connection: a server-side cursor would outlive
     # the transaction that opened it, and a statement psycopg prepared on one connection is
@@ -238,14 +254,42 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 # connection in a thread of its own that ends with it; a database connection kept for
 # the next request outlives that thread unclosed, so persistent connections pile up
 # until PostgreSQL refuses more (503s). Under it every request closes its connection.
-# gunicorn's long-lived worker threads keep theirs (DJANGO_CONN_MAX_AGE, or the pool).
 RUNSERVER = sys.argv[1:2] == ["runserver"]
 if RUNSERVER:
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+# The production server (gunicorn.conf.py: gunicorn with uvicorn's ASGI workers, or uvicorn
+# alone) runs each request's synchronous code in a thread of its own too (Django's ASGI
+# handler, one thread per request), so it keeps no connection past a request either: on
+# PostgreSQL each worker process has a psycopg pool (DJANGO_DB_POOL defaults to on there);
+# behind a transaction pooler, or with DJANGO_DB_POOL=0, each request closes its connection.
+ASGI_SERVER = bool({"gunicorn", "uvicorn"} & set(Path(sys.argv[0]).parts[-2:]))
+if ASGI_SERVER and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    if not _transaction_pooler and env_bool("DJANGO_DB_POOL", True) and "pool" not in DATABASES["default"].get("OPTIONS", {}):
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = _pool_options()
+# Live-turn streams wait on PostgreSQL's LISTEN with one connection per server process
+# (sessions_app/turns/listener.py). LISTEN needs a session of its own, which a pooler in
+# transaction mode does not give: DATABASE_LISTEN_URL reaches PostgreSQL directly (default:
+# DATABASE_URL). Only its server and credentials are used when it names the same database
+# as DATABASE_URL (tests rename that database); another name is a pooler's alias resolved.
+DATABASE_LISTEN = None
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    _listen = dj_database_url.parse(env_str("DATABASE_LISTEN_URL") or env_str("DATABASE_URL"))
+    if _listen["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured("DATABASE_LISTEN_URL must be a postgres:// URL, like DATABASE_URL")
+    DATABASE_LISTEN = {
+        "host": _listen.get("HOST") or "", "port": str(_listen.get("PORT") or ""), "user": _listen.get("USER") or "",
+        "password": _listen.get("PASSWORD") or "",
+        # None: the database the default connection uses, whatever tests rename it to.
+        "dbname": None if _listen.get("NAME") == DATABASES["default"]["NAME"] else _listen.get("NAME"),
+    }
 
 # A PostgreSQL streaming replica for the dashboard's page reads (memoryadmin/replica.py,
 # docs/scaling.md). The API, sessions, users and every write stay on the primary.
 _replica_url = env_str("DATABASE_REPLICA_URL")
+# The queue's migrations are PostgreSQL functions and triggers: on SQLite they are recorded
+# as applied and run nothing (memoryadmin/queue.py).
+DATABASE_ROUTERS = ["memoryadmin.queue.QueueRouter"]
 if _replica_url:
     DATABASES["replica"] = {
         **dj_database_url.parse(
@@ -254,11 +298,36 @@ if _replica_url:
         # Tests have no second database: the alias reads the test database itself.
         "TEST": {"MIRROR": "default"},
     }
-    DATABASE_ROUTERS = ["memoryadmin.replica.ReplicaRouter"]
+    DATABASE_ROUTERS.append("memoryadmin.replica.ReplicaRouter")
 # After a write through the dashboard, that browser reads from the primary this long.
 MEMORYADMIN_REPLICA_PIN_SECONDS = env_int("MEMORYADMIN_REPLICA_PIN_SECONDS", 5, minimum=0)
 # A replica that does not answer is left alone this long before it is tried again.
 MEMORYADMIN_REPLICA_RETRY_SECONDS = env_int("MEMORYADMIN_REPLICA_RETRY_SECONDS", 30, minimum=0)
+
+# Background jobs (docs/operations.md, "Jobs"): on PostgreSQL a procrastinate queue served by
+# `manage.py jobs_worker`; on SQLite, which has no queue, a job runs in the request that
+# starts it. The worker listens (LISTEN/NOTIFY) and fetches jobs on a session of its own:
+# behind a transaction pooler point DATABASE_WORKER_URL at PostgreSQL itself.
+MEMORYADMIN_JOBS_QUEUE = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+_worker_url = env_str("DATABASE_WORKER_URL")
+if _worker_url and not _worker_url.startswith(("postgres://", "postgresql://")):
+    raise ImproperlyConfigured(f"DATABASE_WORKER_URL must be a postgres:// URL (or empty), not {_worker_url!r}")
+MEMORYADMIN_WORKER_DATABASE = dj_database_url.parse(_worker_url) if _worker_url else None
+# A worker proves it is alive this often; a job whose worker has been silent for three of
+# these is taken again by the next worker (at its start, and every minute).
+MEMORYADMIN_WORKER_HEARTBEAT_SECONDS = env_float("MEMORYADMIN_WORKER_HEARTBEAT_SECONDS", 10.0, minimum=0.5, maximum=600)
+PROCRASTINATE_WORKER_DEFAULTS = {
+    "concurrency": env_int("MEMORYADMIN_WORKER_CONCURRENCY", 2, minimum=1, maximum=64),
+    "update_heartbeat_interval": MEMORYADMIN_WORKER_HEARTBEAT_SECONDS,
+    "stalled_worker_timeout": 3 * MEMORYADMIN_WORKER_HEARTBEAT_SECONDS,
+    # A finished job's queue row goes; what it did is in its own row (BulkJob, RetentionRun).
+    "delete_jobs": "successful",
+}
+# Where the queue's exports (bulk exports too large for one request) are written.
+MEMORYADMIN_EXPORT_DIR = Path(env_str("MEMORYADMIN_EXPORT_DIR") or BASE_DIR / "var" / "exports")
+# What the queue runs on its own: the retention policies, the store's TTL sweep.
+MEMORYADMIN_RETENTION_SCHEDULE = env_cron("MEMORYADMIN_RETENTION_SCHEDULE", "15 3 * * *")
+MEMORYADMIN_STORE_SWEEP_SCHEDULE = env_cron("MEMORYADMIN_STORE_SWEEP_SCHEDULE", "*/10 * * * *")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -378,35 +447,32 @@ MEMORYADMIN_TURN_MAX_ANSWER_CHARS = env_int("MEMORYADMIN_TURN_MAX_ANSWER_CHARS",
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR")
 
 # The live turn stream (server-sent events, docs/turns.md): how often it reads the
-# database, how often it writes a heartbeat comment, its longest life.
+# database where nothing can notify it (SQLite), how often it writes a heartbeat comment
+# (and renews its lease), its longest life. Under the ASGI server a departed client is
+# noticed when its connection closes, not at a write: the heartbeat is for proxies that
+# close idle connections, and for the lease.
 MEMORYADMIN_TURN_SSE_POLL_SECONDS = env_float("MEMORYADMIN_TURN_SSE_POLL_SECONDS", 0.5, minimum=0.01)
-# A departed client is noticed at a write: the first one after it left still succeeds
-# (the kernel sends it and the client answers with a reset), the next fails. So the
-# worker thread is free again within two heartbeats.
-MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS = env_float("MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS", 2.0, minimum=0.1)
+MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS = env_float("MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS", 5.0, minimum=0.1)
 MEMORYADMIN_TURN_SSE_MAX_SECONDS = env_float("MEMORYADMIN_TURN_SSE_MAX_SECONDS", 300.0, minimum=1)
 # An open stream holds a lease row, renewed at every heartbeat; one not renewed for
 # this long belongs to a killed worker and no longer counts.
-MEMORYADMIN_TURN_SSE_LEASE_SECONDS = env_float("MEMORYADMIN_TURN_SSE_LEASE_SECONDS", 10.0, minimum=0.5)
+MEMORYADMIN_TURN_SSE_LEASE_SECONDS = env_float("MEMORYADMIN_TURN_SSE_LEASE_SECONDS", 15.0, minimum=0.5)
 if MEMORYADMIN_TURN_SSE_LEASE_SECONDS <= 2 * MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS:
     raise ImproperlyConfigured(
         "MEMORYADMIN_TURN_SSE_LEASE_SECONDS must exceed two heartbeats (MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS), "
         "or the leases of open streams would expire between their renewals."
     )
-# Open streams, each holding a worker thread until it ends. The defaults come from the
-# variables gunicorn.conf.py sizes the server with (same defaults): every worker process
-# keeps at least half of its threads for other requests, so a process holds at most
-# threads // 2 streams and the server workers x (threads // 2). docs/turns.md ("Limits").
-_GUNICORN_WORKERS = env_int("GUNICORN_WORKERS", multiprocessing.cpu_count() * 2 + 1)
-_GUNICORN_THREADS = env_int("GUNICORN_THREADS", 2)
-MEMORYADMIN_TURN_STREAMS_PER_USER = env_int("MEMORYADMIN_TURN_STREAMS_PER_USER", 3)
-MEMORYADMIN_TURN_STREAMS_PER_PROCESS = env_int("MEMORYADMIN_TURN_STREAMS_PER_PROCESS", _GUNICORN_THREADS // 2)
+# Open streams. Under the ASGI server a stream is a coroutine waiting on LISTEN/NOTIFY and
+# holds no request capacity; the limits bound what one user may open and the memory and
+# event-loop time one worker process (and the server: workers x per process) gives to
+# streams. docs/turns.md ("Limits").
+_GUNICORN_WORKERS = env_int("GUNICORN_WORKERS", multiprocessing.cpu_count() * 2 + 1, minimum=1)
+# 0 opens no stream at all (the turns panel's 2 s poll still shows the turn).
+MEMORYADMIN_TURN_STREAMS_PER_USER = env_int("MEMORYADMIN_TURN_STREAMS_PER_USER", 3, minimum=0)
+MEMORYADMIN_TURN_STREAMS_PER_PROCESS = env_int("MEMORYADMIN_TURN_STREAMS_PER_PROCESS", 200, minimum=0)
 MEMORYADMIN_TURN_STREAMS_PER_SERVER = env_int(
-    "MEMORYADMIN_TURN_STREAMS_PER_SERVER", _GUNICORN_WORKERS * MEMORYADMIN_TURN_STREAMS_PER_PROCESS
+    "MEMORYADMIN_TURN_STREAMS_PER_SERVER", _GUNICORN_WORKERS * MEMORYADMIN_TURN_STREAMS_PER_PROCESS, minimum=0
 )
-for _name in ("MEMORYADMIN_TURN_STREAMS_PER_USER", "MEMORYADMIN_TURN_STREAMS_PER_PROCESS", "MEMORYADMIN_TURN_STREAMS_PER_SERVER"):
-    if globals()[_name] < 0:
-        raise ImproperlyConfigured(f"{_name} must be 0 (no live streams) or more, not {globals()[_name]}")
 # This server in the lease table: servers sharing a database count their streams apart.
 MEMORYADMIN_SERVER_NAME = env_str("MEMORYADMIN_SERVER_NAME") or socket.gethostname()
 # One person's repeated reads of one thread, item or listing of another user's within this
@@ -494,5 +560,10 @@ LOGGING = {
         "handlers": ["console"],
         "level": env_choice("DJANGO_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
     },
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        # Every process registers the queue's tasks at start; that is not news.
+        "procrastinate.blueprints": {"level": "WARNING"},
+        "procrastinate.periodic": {"level": "WARNING"},
+    },
 }

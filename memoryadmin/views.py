@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client import multiprocess
 
-from . import policy
+from . import policy, queue
 
 HEALTH_RETRY_AFTER_SECONDS = 5
 
@@ -68,10 +68,20 @@ def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus exposition; under several gunicorn workers, the sum over all of them.
 
     gunicorn.conf.py sets PROMETHEUS_MULTIPROC_DIR, where every worker writes its
-    values; a scrape lands on one worker, which must then read them all.
+    values; a scrape lands on one worker, which must then read them all. The job
+    queue's depth and the age of its oldest job are read from the database at each
+    scrape (one query; none on SQLite, which has no queue).
     """
     if settings.PROMETHEUS_MULTIPROC_DIR:
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=settings.PROMETHEUS_MULTIPROC_DIR)
-        return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
-    return HttpResponse(generate_latest(), content_type=CONTENT_TYPE_LATEST)
+        text = generate_latest(registry)
+    else:
+        text = generate_latest()
+    jobs = CollectorRegistry()
+    jobs.register(queue.QueueCollector())
+    try:
+        text += generate_latest(jobs)
+    except Error:  # the database is down: the process's own counters still answer
+        pass
+    return HttpResponse(text, content_type=CONTENT_TYPE_LATEST)

@@ -22,7 +22,6 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from memoryadmin import params, policy
 from memoryadmin.errors import InvalidInput
-from memoryadmin.json import pretty
 
 from . import selectors, services
 from .forms import StoreSearchForm
@@ -94,10 +93,6 @@ def _tree_to(actor, namespace: Namespace) -> TreeLevel:
     return root
 
 
-def _pretty(value) -> str:
-    return pretty(value)
-
-
 def _item_panel(request: HttpRequest, namespace: Namespace) -> dict:
     page = params.parse_page(request.GET.get("page"), maximum=PAGE_MAX)
     form = StoreSearchForm(request.GET or None)
@@ -119,8 +114,6 @@ def _item_panel(request: HttpRequest, namespace: Namespace) -> dict:
     else:
         rows = selectors.store_item_list(actor=request.user, namespace=namespace, limit=PAGE_SIZE, offset=offset)
     items = rows[:PAGE_SIZE]
-    for item in items:
-        item.pretty_value = _pretty(item.value)
     crumbs = [(label, namespace[: i + 1]) for i, label in enumerate(namespace)]
     return {
         "namespace": namespace,
@@ -177,7 +170,6 @@ def store_item_detail(request: HttpRequest) -> HttpResponse:
     context = {
         "item": item,
         "path": namespace_to_path(namespace),
-        "pretty_value": _pretty(item.value),
         "back_url": browser_url(namespace),
         "can_delete": policy.may_write(request.user, owner_id=item.owner_id, action="store.delete"),
     }

@@ -3,15 +3,18 @@
 docs/operations.md, "Bulk actions". A selection is either thread ids ticked in
 the list or "everything matching this filter". Nothing is destroyed without a
 preview: `bulk_preview` counts the impact and writes nothing; `bulk_start`
-records a `BulkJob`; `bulk_step` processes the next batch of threads in one
+records a `BulkJob` and queues the job that runs it (memoryadmin/queue.py), in
+one transaction; `bulk_step` processes the next batch of threads in one
 transaction, each thread through the same service a single action uses (so
-the same rules and one audit event per thread), and the job's progress. The
-dashboard drives the steps from an htmx-polled progress fragment; `manage.py
-bulk_jobs run` finishes jobs without a browser. No external queue.
+the same rules and one audit event per thread), together with the job's
+progress. The queue's worker runs the steps (`bulk_run`); the job's page only
+reads its progress. `manage.py bulk_jobs run` finishes jobs from the command line.
 
 A filter selection is frozen at start by `max_pk` (threads created after the
 preview are not touched) and walked in primary-key order from `cursor`, so a
-step never revisits a thread and a purge never skips one.
+step never revisits a thread and a purge never skips one. A step that dies
+(its worker killed) rolls back with its cursor, so the job resumes at the
+same thread; two workers on one job take turns on its locked row.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from django.db.models import Count, Max, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from memoryadmin import policy
+from memoryadmin import policy, queue
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
 from memoryadmin.params import parse_bool
@@ -153,7 +156,11 @@ def bulk_preview(*, actor, action: Any, selection: Selection) -> Impact:
 
 @transaction.atomic
 def bulk_start(*, actor, action: Any, selection: Selection, request=None) -> BulkJob:
-    """Admin: record a bulk job over the selection as it is now; audited with its preview."""
+    """Admin: record a bulk job over the selection as it is now, audited with its preview, and queue it.
+
+    The job row, its audit event and its queue entry commit together (on SQLite, where
+    there is no queue, the job runs once this transaction commits).
+    """
     action = _action(action)
     if action not in DESTRUCTIVE:
         raise InvalidInput("Exports are downloaded directly, not run as jobs.", fields={"action": ["must be clear, release or purge."]})
@@ -180,6 +187,7 @@ def bulk_start(*, actor, action: Any, selection: Selection, request=None) -> Bul
         detail={"action": action, "selection": selection.as_dict(), "before": impact.as_dict()},
         request=request,
     )
+    queue.job_enqueue("bulk_job_run", job_id=job.pk)
     return job
 
 
@@ -221,7 +229,7 @@ def _finish(job: BulkJob, request) -> None:
 def bulk_step(*, actor, job_id: int, batch: int = BATCH, request=None) -> BulkJob:
     """Process the next batch of a job in one transaction; returns the job as it now stands.
 
-    The job row is locked, so two pollers never process the same batch. A thread
+    The job row is locked, so two workers never process the same batch. A thread
     deleted since the preview is skipped. A refusal (the job's admin lost the
     role) fails the job: the batch rolls back and the failure is recorded.
     """
@@ -269,8 +277,17 @@ def bulk_step(*, actor, job_id: int, batch: int = BATCH, request=None) -> BulkJo
 
 
 def bulk_run(*, job_id: int, batch: int = BATCH) -> BulkJob:
-    """Run a job to its end (the command line): steps as its own admin until done."""
+    """Run a job to its end (the queue's worker, the command line): steps as its own admin until done.
+
+    A refusal (the job's admin lost the role) has already failed the job; it ends here.
+    """
     job = BulkJob.objects.select_related("actor").get(pk=job_id)
     while not job.is_finished:
-        job = bulk_step(actor=job.actor, job_id=job.pk, batch=batch)
+        try:
+            job = bulk_step(actor=job.actor, job_id=job.pk, batch=batch)
+        except Forbidden as exc:
+            BulkJob.objects.filter(pk=job.pk, finished_at__isnull=True).update(
+                status=BulkJob.Status.FAILED, error=exc.message, finished_at=timezone.now(), updated_at=timezone.now()
+            )
+            return BulkJob.objects.get(pk=job.pk)
     return job

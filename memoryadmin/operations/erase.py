@@ -39,9 +39,9 @@ from django.db import transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from memoryadmin import policy, roles
+from memoryadmin import policy, queue, roles
 from memoryadmin.audit import audit_record
-from memoryadmin.errors import InvalidInput, NotFound
+from memoryadmin.errors import Forbidden, InvalidInput, NotFound
 from memoryadmin.json import canonical
 from memoryadmin.jsoncheck import text_input_check
 from memoryadmin.models import ApiKey, AuditEvent
@@ -49,9 +49,12 @@ from memoryadmin.models import ApiKey, AuditEvent
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
 from sessions_app.checkpoints.removal import checkpoints_remove, thread_checkpoints_remove
 from sessions_app.threads.models import Block, Thread
+from memoryadmin.operations.models import EraseJob
 from memoryadmin.operations.retention import payload_bytes
 
 BATCH = 2000
+# Users with more threads than this are erased by the job queue, not in the page's request.
+INLINE_THREADS = 100
 ERASED = "[erased]"
 # Audit actions whose details list threads or filters of anyone: searched for the user's names.
 LISTING_ACTIONS = ("thread.search", "checkpoint.prune", "bulk.start", "bulk.finish", "bulk.export", "audit.export", "store.clear")
@@ -369,3 +372,52 @@ def user_erase(*, actor, username: Any, revoke_access: bool = False, batch: int 
     }
     audit_record(actor=actor, action="user.erase", target=f"user:{username}", detail=body, request=request)
     return body
+
+
+def user_erase_start(*, actor, username: Any, revoke_access: bool = False, request=None) -> dict[str, Any] | EraseJob:
+    """Admin: erase now (the receipt), or, past `INLINE_THREADS` threads where there is a
+    job queue, record an `EraseJob` and queue it in the same transaction (the job).
+
+    A large erase then holds no web request; its page shows the receipt when done.
+    """
+    preview = user_erase_preview(actor=actor, username=username)
+    if preview["threads"] <= INLINE_THREADS or not queue.is_queued():
+        return user_erase(actor=actor, username=username, revoke_access=revoke_access, request=request)
+    with transaction.atomic():
+        job = EraseJob.objects.create(
+            actor=actor, actor_name=actor.get_username(), username=preview["user"], revoke_access=revoke_access, preview=preview
+        )
+        queue.job_enqueue("user_erase_run", job_id=job.pk)
+    return job
+
+
+def user_erase_job_run(*, job_id: int) -> EraseJob:
+    """The queue's job: the erase, as the admin who asked for it.
+
+    Taken again after its worker died, it erases what is left (each batch committed
+    stays erased); the receipt then counts what that run deleted, and `attempts` says
+    it was resumed. A refusal (the admin lost the role) fails the job.
+    """
+    with transaction.atomic():
+        job = EraseJob.objects.select_for_update(of=("self",)).select_related("actor").get(pk=job_id)
+        if job.is_finished:
+            return job
+        job.status, job.attempts = EraseJob.Status.RUNNING, job.attempts + 1
+        job.save(update_fields=["status", "attempts"])
+    try:
+        receipt = user_erase(actor=job.actor, username=job.username, revoke_access=job.revoke_access)
+    except (Forbidden, NotFound) as exc:
+        EraseJob.objects.filter(pk=job.pk).update(status=EraseJob.Status.FAILED, error=exc.message, finished_at=timezone.now())
+    else:
+        EraseJob.objects.filter(pk=job.pk).update(status=EraseJob.Status.DONE, receipt=receipt, finished_at=timezone.now())
+    job.refresh_from_db()
+    return job
+
+
+def user_erase_job_get(*, actor, job_id: int) -> EraseJob:
+    """An erase job, for its page (admins)."""
+    job = EraseJob.objects.filter(pk=job_id).first()
+    if job is None:
+        raise NotFound(f"No erase job {job_id}.")
+    _ensure_admin(actor, job.username)
+    return job

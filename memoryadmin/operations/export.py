@@ -20,31 +20,39 @@ the response drains), and the hashes are computed on the way.
 from __future__ import annotations
 
 import hashlib
+import os
 import zipfile
+from pathlib import Path
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
 import orjson
-from django.db.models import QuerySet, TextField
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max, QuerySet, TextField
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from memoryadmin import policy
+from memoryadmin import policy, queue
 from memoryadmin.audit import audit_record
-from memoryadmin.errors import Forbidden, InvalidInput
+from memoryadmin.errors import Forbidden, InvalidInput, NotFound
 from memoryadmin.json import dumps, stored_loads
 
 from sessions_app.checkpoints.selectors import attach_writes, checkpoint_as_dict
 from sessions_app.checkpoints.models import Checkpoint
 from sessions_app.threads.models import Block, Thread
 from sessions_app.threads.selectors import thread_get_for_read
+from memoryadmin.operations.bulk import Selection, selection_threads
+from memoryadmin.operations.models import ExportJob
 
 FORMAT = "memoryadmin-thread-bundle/1"
 BLOCK_CHUNK = 500
 CHECKPOINT_CHUNK = 200
 FLUSH_BYTES = 256 * 1024
 BULK_EXPORT_MAX = 10_000
+# Bulk exports of more threads than this are written by the job queue, not streamed.
+EXPORT_INLINE_THREADS = 100
 
 
 class _Sink:
@@ -228,12 +236,8 @@ def thread_export(*, actor, thread_id: str, request=None) -> tuple[Thread, Itera
     return thread, _bundle([thread], exported_by=actor.get_username(), single=True)
 
 
-def threads_export(*, actor, threads: QuerySet[Thread], selection: dict[str, Any], request=None) -> Iterator[bytes]:
-    """A bundle of several threads (the thread list's bulk export): one folder per thread.
-
-    `threads` must already be limited to what the actor may read; the export is
-    one audit event naming the selection and how many threads it held.
-    """
+def _ensure_exportable(actor, threads: QuerySet[Thread]) -> int:
+    """The selection holds only what the actor may read, and at most BULK_EXPORT_MAX threads; its size."""
     if not policy.may_read_all(actor) and threads.exclude(pk__in=policy.restrict(Thread.objects.all(), actor).values("pk")).exists():
         raise Forbidden("A bulk export may only hold your own threads.", target="threads", action="bulk.export")
     total = threads.count()
@@ -242,7 +246,86 @@ def threads_export(*, actor, threads: QuerySet[Thread], selection: dict[str, Any
             f"{total} threads selected; export at most {BULK_EXPORT_MAX} at once.",
             fields={"selection": [f"at most {BULK_EXPORT_MAX} threads."]},
         )
+    return total
+
+
+def threads_export(*, actor, threads: QuerySet[Thread], selection: dict[str, Any], request=None) -> Iterator[bytes]:
+    """A bundle of several threads (the thread list's bulk export): one folder per thread.
+
+    `threads` must already be limited to what the actor may read; the export is
+    one audit event naming the selection and how many threads it held.
+    """
+    total = _ensure_exportable(actor, threads)
     audit_record(
         actor=actor, action="bulk.export", target="threads", detail={"selection": selection, "threads": total}, request=request
     )
     return _bundle(threads.select_related("owner").order_by("pk").iterator(chunk_size=100), exported_by=actor.get_username(), single=False)
+
+
+def bulk_export_start(*, actor, selection: Selection, request=None) -> Iterator[bytes] | ExportJob:
+    """The bulk export of a selection: streamed at once (the zip's bytes), or, past
+    EXPORT_INLINE_THREADS threads where there is a job queue, an `ExportJob` queued in
+    the transaction that records it and audits the export (one `bulk.export` event).
+
+    The job's selection is frozen by `max_pk`, as a bulk job's; the worker writes the
+    same bundle to a file, downloaded by the person who asked (`export.download`).
+    """
+    threads = selection_threads(actor=actor, selection=selection)
+    total = _ensure_exportable(actor, threads)
+    if total <= EXPORT_INLINE_THREADS or not queue.is_queued():
+        return threads_export(actor=actor, threads=threads, selection=selection.as_dict(), request=request)
+    with transaction.atomic():
+        job = ExportJob.objects.create(
+            actor=actor,
+            actor_name=actor.get_username(),
+            selection=selection.as_dict(),
+            max_pk=threads.aggregate(top=Max("pk"))["top"] or 0,
+            total=total,
+        )
+        audit_record(
+            actor=actor,
+            action="bulk.export",
+            target="threads",
+            detail={"selection": selection.as_dict(), "threads": total, "job": job.pk},
+            request=request,
+        )
+        queue.job_enqueue("bulk_export_run", job_id=job.pk)
+    return job
+
+
+def export_job_path(job: ExportJob) -> Path:
+    return Path(settings.MEMORYADMIN_EXPORT_DIR) / f"export-{job.pk}.zip"
+
+
+def export_job_run(*, job_id: int) -> ExportJob:
+    """The queue's job: the bundle written to a file, with the eyes of who asked for it.
+
+    Written to a temporary file and renamed when complete, so a worker killed midway
+    leaves no partial download; taken again, the job writes the file anew.
+    """
+    job = ExportJob.objects.select_related("actor").get(pk=job_id)
+    if job.is_finished:
+        return job
+    if job.actor is None:
+        ExportJob.objects.filter(pk=job.pk).update(status=ExportJob.Status.FAILED, error="Its owner no longer exists.", finished_at=timezone.now())
+        return ExportJob.objects.get(pk=job.pk)
+    ExportJob.objects.filter(pk=job.pk).update(status=ExportJob.Status.RUNNING)
+    threads = selection_threads(actor=job.actor, selection=Selection.from_dict(job.selection)).filter(pk__lte=job.max_pk)
+    path = export_job_path(job)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".part")
+    with partial.open("wb") as out:
+        for chunk in _bundle(threads.select_related("owner").order_by("pk").iterator(chunk_size=100), exported_by=job.actor_name, single=False):
+            out.write(chunk)
+    os.replace(partial, path)
+    ExportJob.objects.filter(pk=job.pk).update(status=ExportJob.Status.DONE, size=path.stat().st_size, finished_at=timezone.now())
+    return ExportJob.objects.get(pk=job.pk)
+
+
+def export_job_get(*, actor, job_id: int) -> ExportJob:
+    """A queued export, for its page and its download: only the person who asked for it."""
+    job = ExportJob.objects.filter(pk=job_id, actor__isnull=False).first()
+    if job is None:
+        raise NotFound(f"No export {job_id}.")
+    policy.ensure_may_read(actor, owner_id=job.actor_id, target=f"export:{job.pk}", action="export.download")
+    return job

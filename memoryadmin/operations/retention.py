@@ -27,7 +27,9 @@ The rules (docs/operations.md, "Retention"):
 A dry run (`retention_preview`) counts exactly what an apply at the same instant
 removes, with the same querysets, and writes nothing (not even a history row).
 `retention_apply` removes it in batches, each its own short transaction, and
-records a `RetentionRun` and an audit event.
+records a `RetentionRun` and an audit event; `retention_enqueue` records a queued
+run for the job queue's worker, which the queue's schedule also runs
+(memoryadmin/operations/tasks.py).
 
 Bytes are an estimate of the payload: `pg_column_size` of the JSON and text
 columns on PostgreSQL, their length in bytes on SQLite; row headers and index
@@ -48,8 +50,9 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memoryadmin import policy as access  # "policy" names a retention policy here
+from memoryadmin import queue
 from memoryadmin.audit import audit_record
-from memoryadmin.errors import InvalidInput, NotFound
+from memoryadmin.errors import Forbidden, InvalidInput, NotFound
 from memoryadmin.jsoncheck import text_input_check
 from memoryadmin.params import parse_int
 
@@ -107,6 +110,27 @@ def policy_snapshot(policy: RetentionPolicy) -> dict[str, Any]:
     return {"agent_code": policy.agent_code, **{rule: getattr(policy, rule) for rule in RULES}}
 
 
+def _agent_code(value: Any) -> str:
+    value = "" if value is None else value
+    if not isinstance(value, str) or len(value) > 64:
+        raise InvalidInput("agent_code must be at most 64 characters.", fields={"agent_code": ["at most 64 characters."]})
+    return text_input_check(value, "agent_code").strip()
+
+
+def _policy_values(agent_code: str, keep: Any, release: Any, purge: Any, store_ttl: Any) -> dict[str, int | None]:
+    """A policy's rules checked, each error naming its field (saved or tried in a dry run alike)."""
+    values = {
+        "keep_checkpoints": _rule(keep, "keep_checkpoints", KEEP_MAX),
+        "release_idle_days": _rule(release, "release_idle_days"),
+        "purge_archived_days": _rule(purge, "purge_archived_days"),
+        "store_ttl_days": _rule(store_ttl, "store_ttl_days"),
+    }
+    if agent_code and values["store_ttl_days"] is not None:
+        message = "store items belong to no agent: set the store TTL on the default policy."
+        raise InvalidInput(f"store_ttl_days: {message}", fields={"store_ttl_days": [message]})
+    return values
+
+
 @transaction.atomic
 def retention_policy_save(
     *,
@@ -119,20 +143,9 @@ def retention_policy_save(
     request=None,
 ) -> RetentionPolicy:
     """Create or replace the policy of one agent_code (admin); audited with before and after."""
-    agent_code = "" if agent_code is None else agent_code
-    if not isinstance(agent_code, str) or len(agent_code) > 64:
-        raise InvalidInput("agent_code must be at most 64 characters.", fields={"agent_code": ["at most 64 characters."]})
-    agent_code = text_input_check(agent_code, "agent_code").strip()
+    agent_code = _agent_code(agent_code)
     ensure_admin(actor, "retention.policy_save", f"retention:{agent_code or '(default)'}")
-    values = {
-        "keep_checkpoints": _rule(keep_checkpoints, "keep_checkpoints", KEEP_MAX),
-        "release_idle_days": _rule(release_idle_days, "release_idle_days"),
-        "purge_archived_days": _rule(purge_archived_days, "purge_archived_days"),
-        "store_ttl_days": _rule(store_ttl_days, "store_ttl_days"),
-    }
-    if agent_code and values["store_ttl_days"] is not None:
-        message = "store items belong to no agent: set the store TTL on the default policy."
-        raise InvalidInput(f"store_ttl_days: {message}", fields={"store_ttl_days": [message]})
+    values = _policy_values(agent_code, keep_checkpoints, release_idle_days, purge_archived_days, store_ttl_days)
     policy = RetentionPolicy.objects.select_for_update().filter(agent_code=agent_code).first()
     before = policy_snapshot(policy) if policy else None
     if policy is None:
@@ -336,6 +349,42 @@ def retention_preview(*, actor=None, now: datetime | None = None) -> RetentionRe
     return report
 
 
+@dataclass
+class DraftReport:
+    """A dry run of a policy not saved: what it would remove now, and the first threads it touches."""
+
+    now: datetime
+    policy: dict[str, Any]
+    impact: Impact
+    threads: list[dict[str, Any]]  # thread_id, agent_code, rules: the first `sample` touched
+
+
+def retention_preview_draft(*, actor, agent_code: Any = "", now: datetime | None = None, sample: int = 20, **rules: Any) -> DraftReport:
+    """The dry run of the form's values, saved or not: the same selection and counts as `retention_preview`,
+    with this policy in place of the saved one of its agent (if any). Reads only; writes nothing."""
+    agent_code = _agent_code(agent_code)
+    ensure_admin(actor, "retention.preview")
+    unknown = sorted(set(rules) - set(RULES))
+    if unknown:
+        raise InvalidInput(f"{unknown[0]} is not a retention rule.", fields={unknown[0]: ["is not a retention rule."]})
+    draft = RetentionPolicy(agent_code=agent_code, **_policy_values(agent_code, *(rules.get(rule) for rule in RULES)))
+    now = now or timezone.now()
+    policies = [p for p in _policies() if p.agent_code != agent_code] + [draft]
+    selection = _selection(draft, policies, now)
+    touched: dict[str, dict[str, Any]] = {}
+    picks = [
+        ("release", selection.idle_threads),
+        ("keep", None if selection.pruned_threads is None else Thread.objects.filter(
+            pk__in=selection.excess_checkpoints().values("thread_id"))),
+        ("purge", None if selection.blocks is None else Thread.objects.filter(pk__in=selection.blocks.values("thread_id"))),
+    ]
+    for rule, threads in picks:
+        for thread_id, agent in [] if threads is None else threads.order_by("pk").values_list("thread_id", "agent_code")[:sample]:
+            touched.setdefault(thread_id, {"thread_id": thread_id, "agent_code": agent, "rules": []})["rules"].append(rule)
+    shown = sorted(touched.values(), key=lambda row: row["thread_id"])[:sample]
+    return DraftReport(now=now, policy=policy_snapshot(draft), impact=_preview_selection(selection), threads=shown)
+
+
 # --- apply, in batches ---------------------------------------------------------------------------
 
 
@@ -455,6 +504,7 @@ def retention_apply(
     max_seconds: float | None = None,
     progress: Callable[[str, Impact], None] | None = None,
     request=None,
+    run: RetentionRun | None = None,
 ) -> RetentionRun:
     """Apply every policy at `now`, in batches of at most `batch` rows per transaction.
 
@@ -462,18 +512,16 @@ def retention_apply(
     the run stops between batches when the time is up and is marked partial;
     running it again continues (the rules select what is left). `progress` is
     called after every committed batch with the step's name and its running counts.
+    `run` is a run recorded when the apply was queued (`retention_enqueue`).
     """
     ensure_admin(actor, "retention.apply")
     if not 1 <= batch <= 100_000:
         raise InvalidInput("batch must be from 1 to 100000.", fields={"batch": ["must be from 1 to 100000."]})
     now = now or timezone.now()
-    authenticated = actor is not None and actor.is_authenticated
-    run = RetentionRun.objects.create(
-        actor=actor if authenticated else None,
-        actor_name=actor.get_username() if authenticated else "system",
-        via=via,
-        cutoff_now=now,
-    )
+    if run is None:
+        run = _run_record(actor=actor, via=via, now=now, status=RetentionRun.Status.RUNNING)
+    else:
+        RetentionRun.objects.filter(pk=run.pk).update(status=RetentionRun.Status.RUNNING)
     clock = _Clock(time.monotonic() + max_seconds if max_seconds else None)
     stats = _Stats("", progress)
     total = Impact()
@@ -519,6 +567,57 @@ def retention_apply(
     return run
 
 
+def _run_record(*, actor, via: str, now: datetime, status: str) -> RetentionRun:
+    authenticated = actor is not None and actor.is_authenticated
+    return RetentionRun.objects.create(
+        actor=actor if authenticated else None,
+        actor_name=actor.get_username() if authenticated else "system",
+        via=via,
+        cutoff_now=now,
+        status=status,
+    )
+
+
+@transaction.atomic
+def retention_enqueue(*, actor, request=None) -> RetentionRun:
+    """Admin: an apply at this instant, for the job queue; recorded at once as a queued run.
+
+    The run and its queue entry commit together; the worker applies the policies with
+    the cutoffs of this instant, however long the job waited (memoryadmin/queue.py).
+    """
+    ensure_admin(actor, "retention.apply")
+    run = _run_record(actor=actor, via="web", now=timezone.now(), status=RetentionRun.Status.QUEUED)
+    queue.job_enqueue("retention_run", run_id=run.pk)
+    return run
+
+
+def retention_run_queued(*, run_id: int) -> RetentionRun | None:
+    """The queue's job for a queued run: the apply, as the admin who asked for it.
+
+    Taken again after its worker died, the run continues: the rules select what is left.
+    A run that has finished is not applied twice; an admin who lost the role since
+    asking fails the run (recorded, not retried).
+    """
+    run = RetentionRun.objects.select_related("actor").filter(pk=run_id).first()
+    if run is None or run.status not in (RetentionRun.Status.QUEUED, RetentionRun.Status.RUNNING):
+        return run
+    try:
+        return retention_apply(actor=run.actor, now=run.cutoff_now, via=run.via, run=run)
+    except Forbidden as exc:
+        RetentionRun.objects.filter(pk=run.pk).update(status=RetentionRun.Status.FAILED, error=exc.message, finished_at=timezone.now())
+        run.refresh_from_db()
+        return run
+
+
+def retention_scheduled_apply(*, now: datetime) -> RetentionRun:
+    """The queue's scheduled apply at `now`, as the system: taken again after its worker
+    died, it continues the same run (one run per scheduled instant)."""
+    run = RetentionRun.objects.filter(via="schedule", cutoff_now=now).order_by("id").first()
+    if run is not None and run.status != RetentionRun.Status.RUNNING:
+        return run
+    return retention_apply(now=now, via="schedule", run=run)
+
+
 def retention_runs(*, actor, limit: int = 50) -> list[RetentionRun]:
     """The history of applies, newest first (operators and admins)."""
     access.ensure_may_read_all(
@@ -532,4 +631,10 @@ def retention_policies(*, actor) -> list[RetentionPolicy]:
     access.ensure_may_read_all(
         actor, target="retention", action="retention.read", message="Only operators and admins may see retention policies."
     )
-    return list(RetentionPolicy.objects.select_related("updated_by").order_by("agent_code"))
+    policies = list(RetentionPolicy.objects.select_related("updated_by").order_by("agent_code"))
+    # How many threads each policy covers, for the confirmation of its deletion (one grouped count).
+    counts = dict(Thread.objects.order_by().values_list("agent_code").annotate(n=Count("id")))
+    own = {p.agent_code for p in policies if not p.is_default}
+    for p in policies:
+        p.thread_count = sum(n for code, n in counts.items() if code not in own) if p.is_default else counts.get(p.agent_code, 0)
+    return policies

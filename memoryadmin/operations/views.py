@@ -8,7 +8,7 @@ import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import FileResponse, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -20,10 +20,8 @@ from memoryadmin import params, policy
 from memoryadmin.errors import InvalidInput
 
 from memoryadmin.operations import bulk, dashboard, erase, export, retention, search
+from memoryadmin.operations.models import EraseJob, ExportJob
 from sessions_app.threads import selectors
-
-# An apply from the browser stops between batches after this long; cron finishes big backlogs.
-WEB_RETENTION_SECONDS = 20
 
 
 @require_GET
@@ -105,6 +103,7 @@ def bulk_start(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def bulk_job(request: HttpRequest, job_id: int) -> HttpResponse:
+    """A job's progress, read from its row (the queue's worker runs it); htmx refreshes the fragment."""
     job = bulk.bulk_job_get(actor=request.user, job_id=job_id)
     template = "operations/bulk_job.html"
     if request.htmx:
@@ -113,23 +112,37 @@ def bulk_job(request: HttpRequest, job_id: int) -> HttpResponse:
 
 @require_POST
 @login_required
-def bulk_step(request: HttpRequest, job_id: int) -> HttpResponse:
-    """Process the next batch and answer the progress fragment (which asks for the next step)."""
-    job = bulk.bulk_step(actor=request.user, job_id=job_id, request=request)
-    if request.htmx:
-        return render(request, "operations/bulk_job.html#job-progress", {"job": job})
-    return redirect(reverse("bulk-job", args=[job.pk]))
-
-@require_POST
-@login_required
-def bulk_export(request: HttpRequest) -> StreamingHttpResponse:
+def bulk_export(request: HttpRequest) -> HttpResponse:
+    """The zip, streamed; or, for a large selection, the page of the export job that writes it."""
     selection = bulk.Selection.from_data(request.POST)
     bulk.bulk_preview(actor=request.user, action="export", selection=selection)
-    threads = bulk.selection_threads(actor=request.user, selection=selection)
-    chunks = export.threads_export(actor=request.user, threads=threads, selection=selection.as_dict(), request=request)
-    response = StreamingHttpResponse(chunks, content_type="application/zip")
+    outcome = export.bulk_export_start(actor=request.user, selection=selection, request=request)
+    if isinstance(outcome, ExportJob):
+        url = reverse("export-job", args=[outcome.pk])
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    response = StreamingHttpResponse(outcome, content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="threads-{timezone.now():%Y%m%d-%H%M%S}.zip"'
     return response
+
+@require_GET
+@login_required
+def export_job(request: HttpRequest, job_id: int) -> HttpResponse:
+    """A queued export's status, read from its row; the download link when it is written."""
+    job = export.export_job_get(actor=request.user, job_id=job_id)
+    template = "operations/export_job.html"
+    if request.htmx:
+        template += "#export-progress"
+    return render(request, template, {"job": job})
+
+@require_GET
+@login_required
+def export_job_download(request: HttpRequest, job_id: int) -> FileResponse:
+    job = export.export_job_get(actor=request.user, job_id=job_id)
+    if job.status != ExportJob.Status.DONE:
+        raise InvalidInput("This export is not written yet.", fields={"job": ["not done."]})
+    return FileResponse(
+        export.export_job_path(job).open("rb"), as_attachment=True, filename=f"threads-{job.created_at:%Y%m%d-%H%M%S}.zip"
+    )
 
 def _retention_context(request: HttpRequest, **extra) -> dict:
     return {
@@ -176,6 +189,19 @@ def retention_policy_save(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @login_required
+def retention_dry_run(request: HttpRequest) -> HttpResponse:
+    """The form's values tried without saving: counts and the first threads touched (the retention service's dry run)."""
+    data = request.POST
+    values = {key: data.get(key, "") for key in ("agent_code", *retention.RULES)}
+    try:
+        draft = retention.retention_preview_draft(actor=request.user, **values)
+    except InvalidInput as exc:
+        context = _retention_context(request, edit=values, errors=exc.fields)
+        return render(request, "operations/retention.html", context, status=400)
+    return render(request, "operations/retention.html", _retention_context(request, edit=values, draft=draft))
+
+@require_POST
+@login_required
 def retention_policy_delete(request: HttpRequest) -> HttpResponse:
     retention.retention_policy_delete(actor=request.user, agent_code=request.POST.get("agent_code", ""), request=request)
     messages.success(request, "Policy deleted.")
@@ -184,11 +210,13 @@ def retention_policy_delete(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def retention_apply(request: HttpRequest) -> HttpResponse:
-    run = retention.retention_apply(actor=request.user, via="web", max_seconds=WEB_RETENTION_SECONDS, request=request)
-    if run.status == "partial":
-        messages.warning(request, f"Run {run.pk} stopped after {WEB_RETENTION_SECONDS} seconds; apply again to continue (or use manage.py retention apply).")
+    """Queue an apply at this instant; the history shows it from queued to done."""
+    run = retention.retention_enqueue(actor=request.user, request=request)
+    run.refresh_from_db()
+    if run.status == "queued":
+        messages.success(request, f"Run {run.pk} is queued: a worker applies the policies as of now.")
     else:
-        messages.success(request, f"Run {run.pk} done: {run.counts.get('checkpoints', 0)} checkpoints, {run.counts.get('blocks', 0)} blocks, {run.counts.get('items', 0)} store items removed.")
+        messages.success(request, f"Run {run.pk} {run.status}: {run.counts.get('checkpoints', 0)} checkpoints, {run.counts.get('blocks', 0)} blocks, {run.counts.get('items', 0)} store items removed.")
     return redirect("retention")
 
 @require_http_methods(["GET", "POST"])
@@ -203,14 +231,28 @@ def user_erase(request: HttpRequest) -> HttpResponse:
             context["preview"] = erase.user_erase_preview(actor=request.user, username=username)
             context["error"] = "Type the username again to confirm."
             return render(request, "operations/erase.html", context, status=400)
-        context["receipt"] = erase.user_erase(
+        outcome = erase.user_erase_start(
             actor=request.user,
             username=username,
             revoke_access=params.parse_bool(request.POST.get("revoke_access"), name="revoke_access", default=False),
             request=request,
         )
+        if isinstance(outcome, EraseJob):
+            return redirect(reverse("user-erase-job", args=[outcome.pk]))
+        context["receipt"] = outcome
         context["receipt_json"] = json.dumps(context["receipt"], indent=2)
         return render(request, "operations/erase.html", context)
     if username:
         context["preview"] = erase.user_erase_preview(actor=request.user, username=username)
     return render(request, "operations/erase.html", context)
+
+
+@require_GET
+@login_required
+def user_erase_job(request: HttpRequest, job_id: int) -> HttpResponse:
+    """A queued erase: its status read from its row, then its receipt; htmx refreshes the fragment."""
+    job = erase.user_erase_job_get(actor=request.user, job_id=job_id)
+    template = "operations/erase_job.html"
+    if request.htmx:
+        template += "#erase-progress"
+    return render(request, template, {"job": job, "receipt_json": json.dumps(job.receipt, indent=2)})

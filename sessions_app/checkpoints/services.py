@@ -262,20 +262,23 @@ def _fields(thread: Thread, data: CheckpointInput, parent_seen: Any = NO_PARENT)
 
 
 @transaction.atomic
-def checkpoint_put(*, actor, thread_id: str, data: CheckpointInput, checkpoint_id: Any = None) -> PutResult:
+def checkpoint_put(
+    *, actor, thread_id: str, data: CheckpointInput, checkpoint_id: Any = None, action: str = "checkpoint.put"
+) -> PutResult:
     """Push a checkpoint, or upsert it by id (POST /threads/{id}/checkpoints).
 
     The saver's put (docs/checkpoints.md, rule C2): without an id a new checkpoint is
     pushed and becomes the latest (the server makes its id). With an id, LangGraph's put: a new id is
     pushed, an existing one is replaced in place (a retried put is idempotent).
     The thread is created for the caller on its first checkpoint; another
-    user's thread is a 403 with nothing written.
+    user's thread is a 403 with nothing written. `action` is the rule asked: a fork
+    from the dashboard (state_update.checkpoint_fork) asks its own.
     """
     if checkpoint_id is None:
         checkpoint_id = str(uuid.uuid4())
     else:
         checkpoint_id_validate(checkpoint_id)
-    thread, existing, parent_seen = _thread_and_checkpoints_for_put(actor, thread_id, data, checkpoint_id)
+    thread, existing, parent_seen = _thread_and_checkpoints_for_put(actor, thread_id, data, checkpoint_id, action)
     fields = _fields(thread, data, parent_seen)
     answer, moved = _conversation(actor, thread, data, fields, existing)
     if existing is None:
@@ -289,12 +292,12 @@ def checkpoint_put(*, actor, thread_id: str, data: CheckpointInput, checkpoint_i
     return PutResult(thread.thread_id, data.checkpoint_ns, checkpoint_id, created=existing is None, messages=answer)
 
 
-def _thread_and_checkpoints_for_put(actor, thread_id: str, data: CheckpointInput, checkpoint_id: str):
+def _thread_and_checkpoints_for_put(actor, thread_id: str, data: CheckpointInput, checkpoint_id: str, action: str):
     """The thread locked for the put (created for the actor when new), the checkpoint being
     put when it exists, and its parent's versions_seen: one statement for a thread that exists
     (the row lock and both lookups), none but the insert for a new one."""
     thread_id_validate(thread_id)
-    _ensure_may_write(actor, thread_id, "checkpoint.put")
+    _ensure_may_write(actor, thread_id, action)
     same = Checkpoint.objects.filter(thread=OuterRef("pk"), checkpoint_ns=data.checkpoint_ns)
     thread = (
         Thread.objects.select_for_update(of=("self",))
@@ -311,10 +314,10 @@ def _thread_and_checkpoints_for_put(actor, thread_id: str, data: CheckpointInput
     )
     if thread is None:
         # A new thread has no checkpoint to find: nothing more is read before the first write.
-        thread, created = _thread_for_write(actor=actor, thread_id=thread_id, action="checkpoint.put", create=True)
+        thread, created = _thread_for_write(actor=actor, thread_id=thread_id, action=action, create=True)
         existing, parent_seen = (None, None) if created else _this_and_parent(thread, data, checkpoint_id)
         return thread, existing, parent_seen
-    _ensure_owner(actor, thread, "checkpoint.put")
+    _ensure_owner(actor, thread, action)
     existing = None
     if thread.put_pk is not None:
         existing = Checkpoint(pk=thread.put_pk, thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id)

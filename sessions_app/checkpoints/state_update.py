@@ -33,13 +33,16 @@ from typing import Any
 
 from django.db import transaction
 
+from memoryadmin import policy
+from memoryadmin.audit import audit_record
 from memoryadmin.errors import InvalidInput
+from memoryadmin.json import loads as json_loads
 
 from sessions_app.checkpoints import services as svc
 from sessions_app.checkpoints.langgraph import is_langgraph_checkpoint
 from sessions_app.checkpoints.models import Checkpoint
 from sessions_app.checkpoints.reducers import add_messages, is_message_channel
-from sessions_app.checkpoints.selectors import checkpoint_get_in
+from sessions_app.checkpoints.selectors import checkpoint_get_in, checkpoint_id_validate
 from sessions_app.checkpoints.tasks import (
     BRANCH_PREFIX,
     NOT_NODES,
@@ -166,7 +169,14 @@ def _write_values(channel_values: dict[str, Any], values: dict[str, Any]) -> lis
 
 @transaction.atomic
 def thread_update_state(
-    *, actor, thread_id: str, values: Any, as_node: Any = None, checkpoint_id: str | None = None, checkpoint_ns: str = ""
+    *,
+    actor,
+    thread_id: str,
+    values: Any,
+    as_node: Any = None,
+    checkpoint_id: str | None = None,
+    checkpoint_ns: str = "",
+    action: str = "checkpoint.put",
 ) -> dict[str, Any]:
     """`POST /threads/{id}/state`: a new checkpoint made as `as_node` with `values` (module docstring).
 
@@ -208,7 +218,7 @@ def thread_update_state(
     data = svc.checkpoint_input(
         checkpoint=body, metadata=metadata, checkpoint_ns=base.checkpoint_ns, parent_checkpoint_id=base.checkpoint_id, node_id=node
     )
-    result = svc.checkpoint_put(actor=actor, thread_id=thread.thread_id, data=data, checkpoint_id=new_id)
+    result = svc.checkpoint_put(actor=actor, thread_id=thread.thread_id, data=data, checkpoint_id=new_id, action=action)
     return {
         "checkpoint": {
             "thread_id": result.thread_id,
@@ -219,4 +229,64 @@ def thread_update_state(
     }
 
 
-__all__ = ["thread_update_state", "uuid6_after"]
+def fork_values(text: Any) -> dict[str, Any]:
+    """The dashboard's edited values: JSON text of an object (empty: no value changed), else a 400 naming `values`."""
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return {}
+    if not isinstance(text, str):
+        raise _refuse("values", "must be JSON text.")
+    try:
+        values = json_loads(text, field="values")
+    except ValueError as exc:
+        raise _refuse("values", f"is not valid JSON ({str(exc)[:200]}).") from None
+    if not isinstance(values, dict):
+        raise _refuse("values", "must be a JSON object of state keys, such as {\"note\": \"checked\"}.")
+    return values
+
+
+@transaction.atomic
+def checkpoint_fork(
+    *, actor, thread_id: str, checkpoint_id: str, checkpoint_ns: str = "", values: Any = None, as_node: Any = None, request=None
+) -> dict[str, Any]:
+    """Time travel from the dashboard: a new checkpoint whose parent is `checkpoint_id` (a branch).
+
+    The same update as the API's `update_state` (`thread_update_state`: values through
+    their channels' reducers, `as_node` optional and inferred as LangGraph infers it),
+    under its own rule, `checkpoint.fork`: the thread's owner, or an admin, whose fork
+    is audited with what it wrote (rule A4). `values` is the JSON text of the form;
+    bad JSON or a bad key is a 400 naming the field, and nothing is written.
+    """
+    thread = thread_get_for_read(actor=actor, thread_id=thread_id)
+    policy.ensure_may_write(actor, owner_id=thread.owner_id, target=f"thread:{thread.thread_id}", action="checkpoint.fork")
+    checkpoint_id = checkpoint_id_validate(checkpoint_id, "checkpoint")
+    parsed = fork_values(values)
+    if isinstance(as_node, str):
+        as_node = as_node.strip() or None
+    result = thread_update_state(
+        actor=actor,
+        thread_id=thread.thread_id,
+        values=parsed,
+        as_node=as_node,
+        checkpoint_id=checkpoint_id,
+        checkpoint_ns=checkpoint_ns,
+        action="checkpoint.fork",
+    )
+    if not policy.owns(actor, thread.owner_id):
+        audit_record(
+            actor=actor,
+            action="checkpoint.fork",
+            target=f"thread:{thread.thread_id}",
+            detail={
+                "owner": thread.owner.get_username(),
+                "checkpoint_ns": checkpoint_ns,
+                "parent_checkpoint_id": checkpoint_id,
+                "checkpoint_id": result["checkpoint"]["checkpoint_id"],
+                "as_node": as_node,
+                "keys": sorted(parsed)[:50],
+            },
+            request=request,
+        )
+    return result
+
+
+__all__ = ["checkpoint_fork", "fork_values", "thread_update_state", "uuid6_after"]

@@ -16,6 +16,7 @@ from ..threads.models import Thread
 from .models import Checkpoint
 from ..threads.selectors import thread_get_for_read
 from sessions_app.checkpoints.conversation import checkpoints_hydrate
+from sessions_app.checkpoints.branches import is_fork, latest_branch_ids, previous_in_time
 from sessions_app.checkpoints.selectors import _before_pk, checkpoint_get_in, writes_of
 from sessions_app.checkpoints.wire import MessageView, is_blob, is_internal_channel, message_list, message_view, readable
 
@@ -33,6 +34,8 @@ class TimelineRow:
     source: str
     writes: list[str]
     write_count: int
+    fork: bool = False  # goes on from another checkpoint than the one made just before it
+    on_latest_branch: bool = False
 
 
 def _written_channels(metadata: dict[str, Any], updated: Any) -> list[str]:
@@ -53,6 +56,11 @@ class Timeline:
     total: int
     next_before: str | None
 
+    @property
+    def branched(self) -> bool:
+        """Some shown checkpoint starts a branch or lies off the latest one: the page marks branches."""
+        return any(row.fork or not row.on_latest_branch for row in self.rows)
+
 
 def checkpoint_timeline(
     *, actor, thread_id: str, checkpoint_ns: str | None = None, before: str | None = None, limit: int = TIMELINE_PAGE
@@ -72,11 +80,13 @@ def checkpoint_timeline(
         .annotate(
             updated_channels=KeyTransform("updated_channels", "checkpoint"),
             write_count=Coalesce(Subquery(write_count[:1]), Value(0)),
+            previous_id=previous_in_time(),
         )
         .order_by("-id")[: limit + 1]
     )
     more = len(rows) > limit
     rows = rows[:limit]
+    on_branch = latest_branch_ids(thread, [row.pk for row in rows], checkpoint_ns)
     timeline_rows = []
     for row in rows:
         row.thread = thread
@@ -88,6 +98,8 @@ def checkpoint_timeline(
                 source=str(meta.get("source", "")),
                 writes=_written_channels(meta, row.updated_channels),
                 write_count=row.write_count,
+                fork=is_fork(row.parent_checkpoint_id, row.previous_id),
+                on_latest_branch=row.pk in on_branch,
             )
         )
     return Timeline(
@@ -106,6 +118,7 @@ class ChannelShown:
     messages: list[MessageView] | None
     text: str
     internal: bool
+    value: Any = None  # readable: blobs described, never their bytes
 
 
 @dataclass
@@ -216,7 +229,9 @@ def checkpoint_detail_in(*, thread: Thread, checkpoint_id: str, checkpoint_ns: s
     checkpoint = checkpoint_get_in(thread=thread, checkpoint_id=checkpoint_id, checkpoint_ns=checkpoint_ns)
     values = _channel_values(checkpoint.checkpoint)
     channels = [
-        ChannelShown(name=name, messages=message_list(value), text=_pretty(value), internal=is_internal_channel(name))
+        ChannelShown(
+            name=name, messages=message_list(value), text=_pretty(value), internal=is_internal_channel(name), value=readable(value)
+        )
         for name, value in sorted(values.items(), key=lambda item: (is_internal_channel(item[0]), item[0]))
     ]
     parent_values: dict[str, Any] = {}
@@ -241,6 +256,7 @@ def checkpoint_detail_in(*, thread: Thread, checkpoint_id: str, checkpoint_ns: s
             "channel": write.channel,
             "messages": message_list(write.value) or ([m] if (m := message_view(write.value)) else None),
             "text": _pretty(write.value),
+            "value": readable(write.value),
         }
         for write in checkpoint.pending
     ]

@@ -6,5 +6,7 @@ from . import views
 
 urlpatterns = [
     path("", views.checkpoint_timeline, name="thread-checkpoints"),
+    path("fork", views.checkpoint_fork, name="thread-checkpoints-fork"),
+    path("branches", views.checkpoint_branches, name="thread-checkpoints-branches"),
     path("release", views.checkpoint_release, name="thread-checkpoints-release"),
 ]

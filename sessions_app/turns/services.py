@@ -16,6 +16,9 @@ shares it:
 - restart: the last finished turn is reopened as pending with its question (after
   human feedback, a new answer replaces it).
 
+Every write that changes the pending turn notifies the thread's channel in its own
+transaction (sessions_app/turns/listener.py), so open streams wake at its commit.
+
 Writes are the owner's only (not another member's, nor an operator's, nor an
 admin's: memoryadmin.policy); reads follow the thread's read rules.
 """
@@ -37,6 +40,7 @@ from store_app.namespaces import namespace_from_path, namespace_validate
 from store_app.selectors import store_item_search, store_search_validate
 
 from sessions_app.threads.models import Thread
+from sessions_app.turns.listener import turn_changed
 from sessions_app.turns.models import Turn, TurnChunk, turns_delete
 from sessions_app.threads.selectors import thread_agent_state, thread_get_for_read, thread_id_validate
 
@@ -122,7 +126,9 @@ def turn_begin(*, actor, thread_id: str, question: Any) -> Turn | None:
     thread = _thread_for_write(actor=actor, thread_id=thread_id, action="turn.begin")
     turns_delete(Turn.objects.filter(thread=thread, status=Turn.Status.PENDING))
     last = Turn.objects.filter(thread=thread).aggregate(m=Max("seq"))["m"] or 0
-    return Turn.objects.create(thread=thread, seq=last + 1, question=question.strip())
+    turn = Turn.objects.create(thread=thread, seq=last + 1, question=question.strip())
+    turn_changed(thread.pk)
+    return turn
 
 
 def _ensure_may_write(actor, thread: Thread, action: str) -> None:
@@ -163,6 +169,8 @@ def turn_append_chunk(*, actor, thread_id: str, text: Any) -> ChunkResult:
     if index >= PENDING_MAX_CHUNKS:
         raise Conflict(f"The pending turn already holds {PENDING_MAX_CHUNKS} chunks.", code="too_many_chunks")
     TurnChunk.objects.create(turn=turn, index=index, text=text)
+    # In this transaction: the thread's open streams wake when the chunk is committed.
+    turn_changed(thread.pk)
     return ChunkResult(index=index)
 
 
@@ -190,6 +198,7 @@ def turn_finish(*, actor, thread_id: str) -> FinishResult:
     answer = "".join(turn.chunks.order_by("index").values_list("text", flat=True)).strip()
     if not answer:
         turns_delete(Turn.objects.filter(thread=thread, pk=turn.pk))
+        turn_changed(thread.pk)
         return FinishResult(finished=False, dropped=True)
     max_chars = turn_max_answer_chars()
     cut = cut_answer(answer, max_chars)
@@ -204,6 +213,7 @@ def turn_finish(*, actor, thread_id: str) -> FinishResult:
         .order_by("-seq").values_list("pk", flat=True)[: turn_window()]
     )
     evicted = turns_delete(Turn.objects.filter(thread=thread, status=Turn.Status.FINISHED).exclude(pk__in=keep))
+    turn_changed(thread.pk)
     return FinishResult(finished=True, dropped=False, truncated=cut != answer, evicted=evicted, turn=turn)
 
 
@@ -211,7 +221,10 @@ def turn_finish(*, actor, thread_id: str) -> FinishResult:
 def turn_discard(*, actor, thread_id: str) -> bool:
     """Drop the pending turn (a run stopped); False when there was none, a no-op (docs/turns.md, rule T4)."""
     thread = _thread_for_write(actor=actor, thread_id=thread_id, action="turn.discard")
-    return turns_delete(Turn.objects.filter(thread=thread, status=Turn.Status.PENDING)) > 0
+    discarded = turns_delete(Turn.objects.filter(thread=thread, status=Turn.Status.PENDING)) > 0
+    if discarded:
+        turn_changed(thread.pk)
+    return discarded
 
 
 @transaction.atomic
@@ -231,6 +244,7 @@ def turn_restart(*, actor, thread_id: str) -> Turn | None:
     last.answer = ""
     last.finished_at = None
     last.save_in_thread(["status", "answer", "finished_at"])
+    turn_changed(thread.pk)
     return last
 
 

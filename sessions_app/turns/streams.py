@@ -1,24 +1,25 @@
 """Open live-turn streams: how many may be open, and the leases that count them (docs/turns.md, "Limits").
 
-A live-turn stream holds a server worker thread for as long as it is open. The rules:
+Under the ASGI server an open stream is a coroutine (sessions_app/turns/live.py) and
+holds no worker thread; the limits bound what one user opens and what one worker process
+and one server give to streams (memory, event-loop time, file descriptors). The rules:
 
 - open: a stream is refused with 429 (`StreamLimitReached`, with a Retry-After)
   when its user already has MEMORYADMIN_TURN_STREAMS_PER_USER streams open
   (anywhere), when this server has MEMORYADMIN_TURN_STREAMS_PER_SERVER, or when
   this worker process has MEMORYADMIN_TURN_STREAMS_PER_PROCESS. The process limit
-  is there because gunicorn's threaded worker goes on accepting connections when
-  all its threads are busy: a request that lands on a process whose threads all
-  stream waits for a stream to end, however many threads other processes have free.
+  is there because the kernel does not spread connections evenly over the worker
+  processes: without it one process could take most of the server's streams.
 - the count: one lease row per open stream, in the database, so that every worker
   process and every server see the same numbers. Opens are serialised (a
   transaction-scoped advisory lock on PostgreSQL, the write lock taken at BEGIN on
   SQLite), so two processes cannot both take the last place.
-- renew: each heartbeat of the stream renews its lease; a lease not renewed for
+- renew: each heartbeat of the stream renews its lease (the streams of one process
+  together, in one statement: sessions_app/turns/live.py); a lease not renewed for
   MEMORYADMIN_TURN_SSE_LEASE_SECONDS (its worker was killed) no longer counts and is
   deleted by the next open.
 - release: the lease goes when the stream ends, whatever the reason (the client
-  left, the turn finished, the maximum time, an error), and also when a response
-  is closed before its first byte (`LeasedStream`).
+  left, the turn finished, the maximum time, an error: the stream's finally block).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Iterator
 from datetime import timedelta
 
 from django.conf import settings
@@ -109,10 +109,15 @@ def stream_open(*, actor, thread: Thread) -> TurnStreamLease:
         )
 
 
-def stream_renew(lease: TurnStreamLease) -> bool:
-    """Mark the stream alive now; False when its lease is gone (it expired and was deleted:
-    its place may be taken, so the stream must end)."""
-    return TurnStreamLease.objects.filter(pk=lease.pk).update(renewed_at=timezone.now()) == 1
+def stream_renew_many(lease_ids: set[int]) -> set[int]:
+    """Mark these streams alive now, in one statement; the ids whose leases are still there
+    (a missing one expired and was deleted: its stream must end)."""
+    if not lease_ids:
+        return set()
+    renewed = TurnStreamLease.objects.filter(pk__in=lease_ids).update(renewed_at=timezone.now())
+    if renewed == len(lease_ids):
+        return set(lease_ids)
+    return set(TurnStreamLease.objects.filter(pk__in=lease_ids).values_list("pk", flat=True))
 
 
 def stream_release(lease: TurnStreamLease) -> None:
@@ -121,44 +126,3 @@ def stream_release(lease: TurnStreamLease) -> None:
         TurnStreamLease.objects.filter(pk=lease.pk).delete()
     except DatabaseError:
         log.warning("stream lease %s not released; it expires in %s s", lease.pk, lease_seconds(), exc_info=True)
-
-
-class LeasedStream:
-    """A stream's events, then the release of its lease however the stream ends.
-
-    The server calls close() when the response is done (the client left, the events
-    ended, an error); a generator closed before it started would not run its cleanup,
-    so the release is here rather than in the generator. The events ending (or
-    failing) releases at once too, without waiting for the server's close().
-    """
-
-    def __init__(self, events: Iterator[str], lease: TurnStreamLease):
-        self._events = events
-        self._lease = lease
-        self._closed = False
-
-    def __iter__(self) -> LeasedStream:
-        return self
-
-    def __next__(self) -> str:
-        try:
-            return next(self._events)
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            stream_release(self._lease)
-        finally:
-            close = getattr(self._events, "close", None)
-            if close is not None:
-                close()
-            # The release may have opened a connection after the events gave theirs back.
-            # Inside a transaction (tests) the connection belongs to the caller; else give it
-            # back now, not at this thread's next request.
-            if not connection.in_atomic_block:
-                connection.close()

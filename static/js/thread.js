@@ -61,9 +61,17 @@
     next.click();
   });
 
-  // The live turn: count the chunks as the stream brings them.
+  // The live turn: count the chunks as the stream brings them. The stream's last event
+  // ("finished", or "timeout" before the server ends it) closes it here first, so the
+  // end of the response is not reported as a connection error; the panel, read again,
+  // opens a fresh stream when a turn is still pending.
   document.addEventListener("htmx:sseMessage", function (event) {
-    if (!event.detail || event.detail.type !== "chunk") return;
+    var message = event.detail;
+    if (message && (message.type === "timeout" || message.type === "finished")) {
+      if (message.target && typeof message.target.close === "function") message.target.close();
+      return;
+    }
+    if (!message || message.type !== "chunk") return;
     var counter = document.querySelector("#turns-panel [data-chunk-count]");
     if (counter) counter.textContent = String(Number(counter.textContent) + 1);
   });

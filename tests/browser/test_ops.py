@@ -118,7 +118,7 @@ def test_an_admin_previews_and_applies_retention(page, live_server, demo):
     page.fill("input[name=keep_checkpoints]", "1")
     page.click("text=Save policy")
     page.wait_for_selector("tr[data-policy='']")
-    page.click("text=Dry run")
+    page.click("a[data-saved-dry-run]")
     page.wait_for_selector("#dry-run")
     assert "nothing was written" in page.inner_text("#dry-run")
     shot(page, "ops-retention")

@@ -28,6 +28,7 @@ from memoryadmin.operations import bulk, erase, retention
 from memoryadmin.operations.models import RetentionPolicy
 from sessions_app.checkpoints import lifecycle
 from sessions_app.checkpoints import services as checkpoints
+from sessions_app.checkpoints import state_update
 from sessions_app.models import Thread
 from sessions_app.threads import services as threads
 from sessions_app.threads import append
@@ -56,6 +57,10 @@ def world(alice, admin_user):
             actor=alice, thread_id="t1", checkpoint_id=name,
             data=checkpoints.checkpoint_input(checkpoint={"channel_values": {}}, metadata={"run_id": "run-1"}),
         )
+    lg = {"channel_values": {"note": "n", "branch:to:agent": None}, "channel_versions": {"note": 1, "branch:to:agent": 1},
+          "versions_seen": {"__input__": {}, "__start__": {"__start__": 1}}}
+    checkpoints.checkpoint_put(actor=alice, thread_id="t1", checkpoint_id="lg-1",
+                               data=checkpoints.checkpoint_input(checkpoint=lg, node_id="__start__"))
     turns_svc.turn_begin(actor=alice, thread_id="t1", question="first?")
     turns_svc.turn_append_chunk(actor=alice, thread_id="t1", text="an answer")
     turns_svc.turn_finish(actor=alice, thread_id="t1")
@@ -94,6 +99,10 @@ WRITES = {
         actor=a, thread_id="t1", checkpoint_id="cp-a", data=_data())),
     "sessions_app.checkpoints.services.checkpoint_put_writes": (OWNER, lambda a, w: checkpoints.checkpoint_put_writes(
         actor=a, thread_id="t1", checkpoint_id="cp-a", data=_writes())),
+    "sessions_app.checkpoints.state_update.thread_update_state": (OWNER, lambda a, w: state_update.thread_update_state(
+        actor=a, thread_id="t1", values={"note": "x"}, checkpoint_id="lg-1")),
+    "sessions_app.checkpoints.state_update.checkpoint_fork": (OWNER, lambda a, w: state_update.checkpoint_fork(
+        actor=a, thread_id="t1", checkpoint_id="lg-1", values='{"note": "x"}')),
     "sessions_app.checkpoints.lifecycle.checkpoint_release": (ADMIN, lambda a, w: lifecycle.checkpoint_release(
         actor=a, thread_id="t1")),
     "sessions_app.checkpoints.lifecycle.checkpoint_delete_thread": (OWNER, lambda a, w: lifecycle.checkpoint_delete_thread(
@@ -130,6 +139,8 @@ WRITES = {
         actor=a, agent_code="bot")),
     "memoryadmin.operations.retention.retention_apply": (ADMIN, lambda a, w: retention.retention_apply(actor=a)),
     "memoryadmin.operations.erase.user_erase": (ADMIN, lambda a, w: erase.user_erase(actor=a, username="alice")),
+    "memoryadmin.operations.erase.user_erase_start": (ADMIN, lambda a, w: erase.user_erase_start(actor=a, username="alice")),
+    "memoryadmin.operations.retention.retention_enqueue": (ADMIN, lambda a, w: retention.retention_enqueue(actor=a)),
     "memoryadmin.apikeys.apikey_create": (ADMIN, lambda a, w: apikeys.apikey_create(owner=w.alice, actor=a)),
     "memoryadmin.apikeys.apikey_revoke": (ADMIN, lambda a, w: apikeys.apikey_revoke(prefix=w.key.prefix, actor=a)),
     "memoryadmin.accounts.account_user_create": (ADMIN, lambda a, w: accounts.account_user_create(
@@ -150,9 +161,11 @@ NOT_WRITES = {
     "memoryadmin.operations.bulk.ensure_allowed": "the check itself, through policy",
     "memoryadmin.operations.retention.ensure_admin": "the check itself, through policy",
     "memoryadmin.operations.retention.retention_preview": "reads (admins)",
+    "memoryadmin.operations.retention.retention_preview_draft": "reads (admins): the dry run of a policy not saved",
     "memoryadmin.operations.retention.retention_runs": "reads (operators and admins)",
     "memoryadmin.operations.retention.retention_policies": "reads (operators and admins)",
     "memoryadmin.operations.erase.user_erase_preview": "reads (admins)",
+    "memoryadmin.operations.erase.user_erase_job_get": "reads (admins)",
     "store_app.services.store_ttl_refresh": "refreshes the reader's own items only (test below)",
     "memoryadmin.accounts.account_users": "reads (admins)",
     "memoryadmin.accounts.account_keys": "reads (admins)",
@@ -166,6 +179,7 @@ SERVICE_MODULES = (
     "sessions_app.threads.append",
     "sessions_app.checkpoints.services",
     "sessions_app.checkpoints.lifecycle",
+    "sessions_app.checkpoints.state_update",
     "sessions_app.turns.services",
     "store_app.services",
     "graphs_app.services",

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 APP_PACKAGES = ("memoryadmin", "sessions_app", "store_app", "graphs_app")
 # Prefixes of the variables the server reads; BENCH_*, PG_URL and the like belong to the tools.
 SERVER_PREFIXES = ("DJANGO_", "MEMORYADMIN_", "DATABASE_", "GUNICORN_", "PROMETHEUS_")
-ENV_HELPERS = {"env_str", "env_bool", "env_int", "env_float", "env_list", "env_choice", "env_rate"}
+ENV_HELPERS = {"env_str", "env_bool", "env_int", "env_float", "env_list", "env_choice", "env_rate", "env_cron"}
 
 
 def documented_variables() -> set[str]:
@@ -135,6 +135,9 @@ def test_valid_values_start():
         ("MEMORYADMIN_MAX_BODY_BYTES", "16MB"),
         ("MEMORYADMIN_THROTTLE_RATE", "lots"),
         ("DJANGO_LOG_LEVEL", "chatty"),
+        ("MEMORYADMIN_RETENTION_SCHEDULE", "at three"),
+        ("MEMORYADMIN_WORKER_HEARTBEAT_SECONDS", "0"),
+        ("DATABASE_WORKER_URL", "mysql://db/memoryadmin"),
     ],
 )
 def test_a_junk_value_is_refused_at_start_naming_the_variable(name, junk):

@@ -14,7 +14,7 @@ from memoryadmin.operations import bulk
 from memoryadmin.operations.models import BulkJob
 from sessions_app.models import Block, Checkpoint, Thread
 
-from ..conftest import login_client
+from ..conftest import IS_POSTGRES, login_client
 from .helpers import broken_parents, checkpoints, compacted, save, table_counts, turns
 
 pytestmark = pytest.mark.django_db
@@ -36,13 +36,11 @@ def preview(client, action, **data):
 
 
 def run_job(client, job_id):
-    """Poll the step endpoint as the progress fragment does, until the job is finished."""
-    for _ in range(100):
-        response = client.post(f"/bulk/{job_id}/step", **HX)
-        assert response.status_code == 200
-        if 'hx-post="' not in response.content.decode():
-            return response
-    raise AssertionError("the job never finished")
+    """Run the job as the queue's worker does (tests/ops/test_queue.py runs real workers), then read its fragment."""
+    bulk.bulk_run(job_id=job_id)
+    response = client.get(f"/bulk/{job_id}/", **HX)
+    assert response.status_code == 200
+    return response
 
 
 def test_the_preview_counts_the_impact_and_writes_nothing(client, threads, admin_user):
@@ -72,10 +70,14 @@ def test_a_clear_job_runs_in_batches_and_is_audited(client, threads, admin_user)
     assert response.status_code == 302 and response["Location"] == f"/bulk/{job.pk}/"
     assert job.status == "pending" and job.total == 6 and job.preview["active_blocks"] == 21
     page = client.get(f"/bulk/{job.pk}/").content.decode()
-    assert f'hx-post="/bulk/{job.pk}/step"' in page and 'hx-trigger="load delay:250ms"' in page
-    # Two threads per batch: the progress moves step by step.
+    # The page reads the job's progress and drives nothing: no step endpoint, no POST.
+    assert f'hx-get="/bulk/{job.pk}/"' in page and 'hx-trigger="every 2s"' in page and "hx-post" not in page
+    assert client.post(f"/bulk/{job.pk}/step").status_code == 404
+    # Two threads per batch: the progress moves step by step, and the page shows it.
     first = bulk.bulk_step(actor=admin_user, job_id=job.pk, batch=2)
     assert (first.status, first.processed, first.percent) == ("running", 2, 33)
+    fragment = client.get(f"/bulk/{job.pk}/", **HX).content.decode()
+    assert 'data-status="running"' in fragment and "2 of 6 threads processed (33%)" in fragment
     final = run_job(client, job.pk)
     job.refresh_from_db()
     assert job.status == "done" and job.processed == 6 and job.counts == {"threads": 6, "blocks": 21, "checkpoints": 0, "skipped": 0}
@@ -136,7 +138,8 @@ def test_job_pages_and_steps_are_for_admins(client, threads, admin_user, operato
     job = bulk.bulk_start(actor=admin_user, action="clear", selection=bulk.Selection(ids=("kyoto-0",)))
     login_client(client, operator)
     assert client.get(f"/bulk/{job.pk}/").status_code == 403
-    assert client.post(f"/bulk/{job.pk}/step").status_code == 403
+    with pytest.raises(Forbidden):
+        bulk.bulk_step(actor=operator, job_id=job.pk)
     job.refresh_from_db()
     assert job.processed == 0 and job.status == "pending"
 
@@ -150,6 +153,37 @@ def test_a_job_fails_when_its_admin_loses_the_role(threads, admin_user):
     job.refresh_from_db()
     assert job.status == "failed" and "no longer" in job.error
     assert Thread.objects.filter(thread_id="kyoto-0").exists()
+
+
+def test_a_worker_run_of_a_job_whose_admin_lost_the_role_fails_the_job(threads, admin_user):
+    job = bulk.bulk_start(actor=admin_user, action="purge", selection=bulk.Selection(ids=("kyoto-0",)))
+    roles.role_set(admin_user, "member")
+    assert bulk.bulk_run(job_id=job.pk).status == "failed"  # recorded on the job, not raised at the worker
+    assert Thread.objects.filter(thread_id="kyoto-0").exists()
+
+
+@pytest.mark.skipif(IS_POSTGRES, reason="on PostgreSQL the job goes to the queue (tests/ops/test_queue.py)")
+def test_without_a_queue_the_job_runs_once_the_start_commits(client, threads, admin_user, django_capture_on_commit_callbacks):
+    login_client(client, admin_user)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post("/bulk/start", {"action": "purge", "ids": ["kyoto-0", "kyoto-1"]})
+    job = BulkJob.objects.get()
+    assert job.status == "done" and job.counts["threads"] == 2
+    assert not Thread.objects.filter(thread_id__in=["kyoto-0", "kyoto-1"]).exists()
+
+
+@pytest.mark.skipif(not IS_POSTGRES, reason="SQLite has no queue")
+def test_the_queue_entry_is_written_in_the_transaction_that_starts_the_job(threads, admin_user):
+    from django.db import connection, transaction
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        bulk.bulk_start(actor=admin_user, action="purge", selection=bulk.Selection(ids=("kyoto-0",)))
+        raise RuntimeError("the start fails after the job was queued")
+    job = bulk.bulk_start(actor=admin_user, action="purge", selection=bulk.Selection(ids=("kyoto-1",)))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT task_name, args->>'job_id' FROM procrastinate_jobs")
+        assert cursor.fetchall() == [("bulk_job_run", str(job.pk))]
+    assert BulkJob.objects.count() == 1
 
 
 def test_bad_selections_are_a_400(client, threads, admin_user):

@@ -12,7 +12,7 @@ from django.utils import timezone
 from memoryadmin.errors import Forbidden, InvalidInput
 from memoryadmin.models import AuditEvent
 from memoryadmin.operations import retention
-from memoryadmin.operations.models import RetentionPolicy
+from memoryadmin.operations.models import RetentionPolicy, RetentionRun
 from sessions_app.models import Block, Checkpoint, CheckpointWrite, Thread
 from store_app.models import StoreItem
 
@@ -244,3 +244,13 @@ def test_the_command_edits_and_lists_policies(db):
         call_command("retention", "set", "--agent", "bot", "--store-ttl-days", "4", stdout=out)
     call_command("retention", "delete", "--agent", "bot", stdout=out)
     assert RetentionPolicy.objects.count() == 0
+
+
+def test_a_scheduled_apply_is_one_run_per_instant_and_continues_an_unfinished_one(estate):
+    now = timezone.now()
+    # Left `running` by a worker that died in the middle of the scheduled apply.
+    stale = RetentionRun.objects.create(via="schedule", cutoff_now=now, actor_name="system")
+    run = retention.retention_scheduled_apply(now=now)
+    assert run.pk == stale.pk and run.status == "done" and run.counts["checkpoints"] > 0
+    again = retention.retention_scheduled_apply(now=now)  # the same instant, deferred twice
+    assert again.pk == stale.pk and again.counts == run.counts and RetentionRun.objects.count() == 1

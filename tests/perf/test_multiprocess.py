@@ -52,7 +52,7 @@ def _database_url() -> str:
 
 @pytest.fixture
 def server(tmp_path):
-    """gunicorn from gunicorn.conf.py: two sync workers, so concurrent requests must spread."""
+    """gunicorn from gunicorn.conf.py: two worker processes, so concurrent requests must spread."""
     port = _free_port()
     metrics_dir = tmp_path / "metrics"
     env = {
@@ -63,7 +63,6 @@ def server(tmp_path):
         "DJANGO_LOG_LEVEL": "WARNING",
         "GUNICORN_BIND": f"127.0.0.1:{port}",
         "GUNICORN_WORKERS": "2",
-        "GUNICORN_THREADS": "1",
         "GUNICORN_ACCESS_LOG": "",
         "GUNICORN_LOG_LEVEL": "warning",
         "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),

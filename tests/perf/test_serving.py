@@ -115,16 +115,16 @@ def _gunicorn_config(env: dict[str, str]) -> dict[str, str]:
 def test_gunicorn_config_sizes_workers_from_the_cpu_count():
     config = _gunicorn_config({})
     assert int(config["workers"]) == 2 * os.cpu_count() + 1
-    assert (config["threads"], config["worker_class"], config["preload_app"]) == ("2", "gthread", "True")
+    assert (config["worker_class"], config["preload_app"]) == ("uvicorn_worker.UvicornWorker", "True")
     assert config["timeout"] == "30" and config["accesslog"] == "-"
-    assert config["wsgi_app"] == "memoryadmin.wsgi:application"
+    assert config["wsgi_app"] == "memoryadmin.asgi:application"
 
 
 def test_gunicorn_config_reads_the_environment(tmp_path):
     config = _gunicorn_config(
-        {"GUNICORN_WORKERS": "3", "GUNICORN_THREADS": "1", "GUNICORN_BIND": "127.0.0.1:9001",
+        {"GUNICORN_WORKERS": "3", "GUNICORN_BIND": "127.0.0.1:9001",
          "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}
     )
-    assert (config["workers"], config["worker_class"], config["bind"]) == ("3", "sync", "['127.0.0.1:9001']")
+    assert (config["workers"], config["bind"]) == ("3", "['127.0.0.1:9001']")
     # The metrics directory is made (and emptied) by the master before the app loads.
     assert (tmp_path / "metrics").is_dir()

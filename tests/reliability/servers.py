@@ -134,13 +134,14 @@ class Server:
 
 
 class Gunicorn:
-    """The production server, `gunicorn -c gunicorn.conf.py`, sized by its GUNICORN_* variables.
+    """The production server, `gunicorn -c gunicorn.conf.py` (uvicorn's ASGI workers), sized by
+    its GUNICORN_* variables.
 
     `database_url` is the database it serves (a test's own, for tests that write rows the
     server must see: `django_db(transaction=True)`). Stopped with SIGTERM, else SIGKILL.
     """
 
-    def __init__(self, database_url: str, *, workers: int, threads: int, **extra_env: str):
+    def __init__(self, database_url: str, *, workers: int, **extra_env: str):
         self.port = free_port()
         self.metrics = Path(tempfile.mkdtemp(prefix="ma-metrics-"))
         self.env = {
@@ -151,7 +152,6 @@ class Gunicorn:
             },
             "GUNICORN_BIND": f"127.0.0.1:{self.port}",
             "GUNICORN_WORKERS": str(workers),
-            "GUNICORN_THREADS": str(threads),
             "GUNICORN_ACCESS_LOG": "",
             "GUNICORN_LOG_LEVEL": "warning",
             # Streams still open when the test stops the server are not waited for.
@@ -172,15 +172,17 @@ class Gunicorn:
                 [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py"], cwd=ROOT, env=self.env,
                 stdout=log, stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + 60
+        # Generous: on a shared 2-core machine a preloading master can take a while.
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline and self.proc.poll() is None:
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
                 time.sleep(0.1)
+        log = self.log.read_text()[-2000:]  # before stop(), which removes its directory
         self.stop()
-        raise RuntimeError("gunicorn did not start: " + self.log.read_text()[-2000:])
+        raise RuntimeError("gunicorn did not start: " + log)
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

@@ -57,7 +57,6 @@ def gunicorn(tmp_path):
         "MEMORYADMIN_MAX_BODY_BYTES": str(LIMIT),
         "GUNICORN_BIND": f"127.0.0.1:{port}",
         "GUNICORN_WORKERS": "1",
-        "GUNICORN_THREADS": "2",
         "GUNICORN_ACCESS_LOG": "",
         "GUNICORN_LOG_LEVEL": "warning",
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),

@@ -7,6 +7,7 @@ on a database that was never migrated /healthz says so instead of "ok".
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -122,14 +123,24 @@ def test_the_production_storage_names_sources_until_collectstatic_then_hashed_fi
     assert (tmp_path / hashed.removeprefix("/static/")).is_file()
 
 
-def test_only_the_development_server_gives_up_persistent_connections():
-    def conn_max_age(argv: list[str]) -> str:
-        code = f"import sys; sys.argv = {argv!r}; from memoryadmin import settings; print(settings.DATABASES['default']['CONN_MAX_AGE'])"
-        env = {**server_env("postgres://postgres@127.0.0.1:5432/unused"), "DJANGO_CONN_MAX_AGE": "60"}
+def test_the_servers_give_up_persistent_connections_and_the_asgi_server_pools_them():
+    def database(argv: list[str], **extra: str) -> dict:
+        code = (
+            f"import sys, json; sys.argv = {argv!r}; from memoryadmin import settings; "
+            "db = settings.DATABASES['default']; print(json.dumps([db['CONN_MAX_AGE'], db.get('OPTIONS', {}).get('pool')]))"
+        )
+        env = {**server_env("postgres://postgres@127.0.0.1:5432/unused"), "DJANGO_CONN_MAX_AGE": "60", **extra}
         done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-        return done.stdout.strip()
+        return json.loads(done.stdout)
 
-    assert conn_max_age(["manage.py", "runserver", "127.0.0.1:8000"]) == "0"
-    # gunicorn and every other command keep the configured persistent connections.
-    assert conn_max_age(["gunicorn", "-c", "gunicorn.conf.py"]) == "60"
-    assert conn_max_age(["manage.py", "migrate"]) == "60"
+    # The development server: a thread per connection, no pool.
+    assert database(["manage.py", "runserver", "127.0.0.1:8000"]) == [0, None]
+    # The ASGI server (gunicorn with uvicorn workers, or uvicorn): a thread per request, a pool per process.
+    for argv in (["/srv/.venv/bin/gunicorn", "-c", "gunicorn.conf.py"], ["/x/site-packages/gunicorn/__main__.py"], ["uvicorn"]):
+        max_age, pool = database(argv)
+        assert max_age == 0 and pool["max_size"] >= 1, argv
+    # Behind a transaction pooler, or with the pool turned off: a connection per request.
+    assert database(["gunicorn"], DJANGO_DB_POOLER="transaction") == [0, None]
+    assert database(["gunicorn"], DJANGO_DB_POOL="0") == [0, None]
+    # Every other command keeps the configured persistent connections.
+    assert database(["manage.py", "migrate"]) == [60, None]

@@ -133,3 +133,13 @@ def test_the_page_names_a_bad_field(client, alice, thread):
 def test_the_page_of_another_members_thread_is_refused(client, bob, thread):
     login_client(client, bob)
     assert client.get("/threads/c1/context/", {"budget": 100}).status_code == 403
+
+
+@pytest.mark.parametrize("query", [{}, {"budget": "500"}, {"budget": "500", "namespace": "mem.alice", "query": "tea"}, {"budget": "x"}])
+def test_one_view_of_the_preview_is_one_audited_read(client, thread, operator, settings, query):
+    """Every read recorded (no window): the page and the preview it runs are still one thread.read."""
+    settings.MEMORYADMIN_AUDIT_READ_WINDOW_SECONDS = 0
+    login_client(client, operator)
+    response = client.get("/threads/c1/context/", query)
+    assert response.status_code == (400 if query.get("budget") == "x" else 200)
+    assert AuditEvent.objects.filter(action="thread.read", target="thread:c1").count() == 1

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
-from django.test import override_settings
+from asgiref.sync import async_to_sync, sync_to_async
+from django.test import AsyncClient, override_settings
 
 from memoryadmin.models import AuditEvent
 from sessions_app.models import Thread
 from sessions_app.turns import services as turns
-from sessions_app.turns import views
+from sessions_app.turns import live
+from sessions_app.turns.models import TurnStreamLease
 from sessions_app.threads.services import thread_save_agent_state
 
 from ..conftest import login_client
@@ -27,51 +31,85 @@ def thread(alice):
     return "live"
 
 
-def events(response):
+def run(scenario):
+    """Run an async scenario from a test: the ORM calls it makes in threads (sync_to_async)
+    come back to this thread, so they see the test's own rows."""
+    return async_to_sync(scenario)()
+
+
+async def open_stream(user, path: str = "/threads/live/turns/stream"):
+    """The stream view's response, through Django's async test client (the view is async)."""
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return await client.get(path)
+
+
+async def events(response):
     """The stream's events, one string each, as they come."""
     buffer = ""
-    for piece in response.streaming_content:
+    async for piece in response.streaming_content:
         buffer += piece.decode() if isinstance(piece, bytes) else piece
         while "\n\n" in buffer:
             event, buffer = buffer.split("\n\n", 1)
             yield event
 
 
-@override_settings(**FAST)
-def test_the_stream_sends_new_chunks_escaped_and_ends_when_the_turn_finishes(client, alice, thread):
+async def rest(stream) -> list[str]:
+    return [event async for event in stream]
+
+
+# Chunks appended while the stream is open: committed, so that PostgreSQL notifies at commit.
+@pytest.mark.django_db(transaction=True)
+@override_settings(**{**FAST, "MEMORYADMIN_TURN_SSE_MAX_SECONDS": 10})
+def test_the_stream_sends_new_chunks_escaped_and_ends_when_the_turn_finishes(alice, thread):
     turns.turn_begin(actor=alice, thread_id="live", question="q")
     turns.turn_append_chunk(actor=alice, thread_id="live", text="<b>one</b>\ntwo")
-    login_client(client, alice)
-    response = client.get("/threads/live/turns/stream")
-    assert response.status_code == 200 and response["Content-Type"] == "text/event-stream"
-    stream = events(response)
-    assert next(stream) == "retry: 2000"
-    assert next(stream) == "event: chunk\nid: 0\ndata: &lt;b&gt;one&lt;/b&gt;\ndata: two"
-    turns.turn_append_chunk(actor=alice, thread_id="live", text=" three")
-    following = [next(stream) for _ in range(2)]
-    assert "event: chunk\nid: 1\ndata:  three" in following
-    turns.turn_finish(actor=alice, thread_id="live")
-    rest = list(stream)
-    assert rest[-1] == "event: finished\ndata: "
+
+    async def scenario():
+        response = await open_stream(alice)
+        assert response.status_code == 200 and response["Content-Type"] == "text/event-stream"
+        stream = events(response)
+        assert await anext(stream) == "retry: 2000"
+        assert await anext(stream) == "event: chunk\nid: 0\ndata: &lt;b&gt;one&lt;/b&gt;\ndata: two"
+        await sync_to_async(turns.turn_append_chunk)(actor=alice, thread_id="live", text=" three")
+        following = [await anext(stream) for _ in range(2)]
+        assert "event: chunk\nid: 1\ndata:  three" in following
+        await sync_to_async(turns.turn_finish)(actor=alice, thread_id="live")
+        assert (await rest(stream))[-1] == "event: finished\ndata: "
+
+    run(scenario)
 
 
+@pytest.mark.django_db(transaction=True)
 @override_settings(**FAST)
-def test_the_stream_sends_heartbeats_and_ends_after_its_time(client, alice, thread):
-    login_client(client, alice)
-    received = list(events(client.get("/threads/live/turns/stream")))
-    assert ": heartbeat" in received
-    assert received[-1] == "event: timeout\ndata: "
+def test_the_stream_sends_heartbeats_and_ends_after_its_time(alice, thread):
+    async def scenario():
+        received = await rest(events(await open_stream(alice)))
+        assert ": heartbeat" in received
+        assert received[-1] == "event: timeout\ndata: "
+
+    run(scenario)
 
 
+@pytest.mark.django_db(transaction=True)
 @override_settings(**FAST)
-def test_closing_the_stream_stops_the_generator(client, alice, thread):
-    login_client(client, alice)
-    response = client.get("/threads/live/turns/stream")
-    stream = events(response)
-    next(stream)
-    response.close()
-    with pytest.raises(StopIteration):
-        next(iter(response.streaming_content))
+def test_a_cancelled_stream_stops_and_gives_its_place_back(alice, thread):
+    """What Django's ASGI handler does when the client disconnects: it cancels the response."""
+
+    async def scenario():
+        response = await open_stream(alice)
+        stream = events(response)
+        await anext(stream)
+        assert await sync_to_async(TurnStreamLease.objects.count)() == 1
+        reading = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0.05)
+        reading.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await reading
+        assert await sync_to_async(TurnStreamLease.objects.count)() == 0
+
+    with override_settings(MEMORYADMIN_TURN_SSE_MAX_SECONDS=30, MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS=10):
+        run(scenario)
 
 
 @pytest.mark.parametrize("path", ["/threads/live/turns/stream", "/threads/live/turns/"])
@@ -82,10 +120,15 @@ def test_another_member_gets_403_on_the_live_view(client, bob, thread, path):
     assert AuditEvent.objects.filter(action="access.denied").count() == before + 1
 
 
+@pytest.mark.django_db(transaction=True)
 @override_settings(**FAST)
-def test_an_operator_may_watch(client, operator, thread):
-    login_client(client, operator)
-    assert client.get("/threads/live/turns/stream").status_code == 200
+def test_an_operator_may_watch(operator, thread):
+    async def scenario():
+        response = await open_stream(operator)
+        assert response.status_code == 200
+        await rest(events(response))
+
+    run(scenario)
 
 
 def test_the_panel_shows_the_pending_and_finished_turns_escaped(client, alice, thread):
@@ -134,9 +177,12 @@ def test_the_stream_resumes_after_the_chunks_the_panel_shows(client, alice, thre
     for text in ("one", "two", "three"):
         turns.turn_append_chunk(actor=alice, thread_id="live", text=text)
     thread_pk = Thread.objects.get(thread_id=thread).pk
-    events = views.turn_events(thread_pk=thread_pk, poll=0.01, heartbeat=60, max_seconds=0.2, resume=(turn.pk, 1))
-    sent = [event for event in events if event.startswith("event: chunk")]
-    assert sent == ["event: chunk\nid: 2\ndata: three\n\n"]
+
+    async def scenario():
+        stream = live.turn_events(thread_pk=thread_pk, poll=0.01, heartbeat=60, max_seconds=0.2, resume=(turn.pk, 1))
+        return [event async for event in stream if event.startswith("event: chunk")]
+
+    assert run(scenario) == ["event: chunk\nid: 2\ndata: three\n\n"]
     login_client(client, alice)
     assert client.get("/threads/live/turns/stream?turn=x&after=1").status_code == 400
 
@@ -145,3 +191,23 @@ def test_without_javascript_the_turns_link_opens_a_page(client, alice, thread):
     login_client(client, alice)
     page = client.get("/threads/live/turns/").content.decode()
     assert page.lstrip().lower().startswith("<!doctype html>") and "app.css" in page and "No turns yet." in page
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(**{**FAST, "MEMORYADMIN_TURN_SSE_MAX_SECONDS": 5})
+def test_under_a_wsgi_server_the_stream_is_sent_event_by_event(client, alice, thread):
+    """The development server (WSGI) iterates the response in its thread: each event goes out
+    as it comes, not the whole stream at its end; closing the response releases the lease."""
+    turns.turn_begin(actor=alice, thread_id="live", question="q")
+    login_client(client, alice)
+    response = client.get("/threads/live/turns/stream")
+    buffer = ""
+    pieces = iter(response.streaming_content)
+    while "retry: 2000" not in buffer:
+        buffer += next(pieces).decode()
+    turns.turn_append_chunk(actor=alice, thread_id="live", text="now")
+    while "data: now" not in buffer:
+        buffer += next(pieces).decode()
+    assert TurnStreamLease.objects.count() == 1
+    response.close()
+    assert TurnStreamLease.objects.count() == 0

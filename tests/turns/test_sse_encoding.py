@@ -13,9 +13,9 @@ from django.test import override_settings
 
 from sessions_app.threads.services import thread_save_agent_state
 from sessions_app.turns import services as turns
-from sessions_app.turns.views import _sse
+from sessions_app.turns.live import sse as _sse
 
-from ..conftest import login_client
+from .test_live import events, open_stream, run
 
 pytestmark = pytest.mark.django_db
 
@@ -62,23 +62,23 @@ def test_an_event_name_or_id_that_could_end_a_line_is_refused(event, event_id):
         _sse(event, "data", event_id)
 
 
+@pytest.mark.django_db(transaction=True)
 @override_settings(
-    MEMORYADMIN_TURN_SSE_POLL_SECONDS=0.01, MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS=60, MEMORYADMIN_TURN_SSE_MAX_SECONDS=5
+    MEMORYADMIN_TURN_SSE_POLL_SECONDS=0.01, MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS=60, MEMORYADMIN_TURN_SSE_MAX_SECONDS=0.5
 )
-def test_streamed_chunks_with_bare_carriage_returns_forge_no_event(client, alice):
+def test_streamed_chunks_with_bare_carriage_returns_forge_no_event(alice):
     thread_save_agent_state(actor=alice, thread_id="live", agent_code="bot", context=[{"role": "user", "content": "hi"}])
     turns.turn_begin(actor=alice, thread_id="live", question="q")
     for text in HOSTILE:
         turns.turn_append_chunk(actor=alice, thread_id="live", text=text)
-    login_client(client, alice)
-    response = client.get("/threads/live/turns/stream")
-    received = ""
-    for piece in response.streaming_content:
-        received += piece.decode() if isinstance(piece, bytes) else piece
-        if received.count("event: chunk") == len(HOSTILE):
-            break
-    response.close()
-    events = parse_stream(received)
-    assert [event["event"] for event in events] == ["chunk"] * len(HOSTILE)
-    assert [event["id"] for event in events] == [str(index) for index in range(len(HOSTILE))]
-    assert [event["data"] for event in events] == [re.sub(r"\r\n|\r", "\n", text) for text in HOSTILE]
+
+    async def scenario():
+        # Read to the end (the stream's maximum time), every event back with its blank line.
+        received = "".join([event + "\n\n" async for event in events(await open_stream(alice))])
+        assert received.endswith("event: timeout\ndata: \n\n")
+        return received.removesuffix("event: timeout\ndata: \n\n")
+
+    events_ = parse_stream(run(scenario))
+    assert [event["event"] for event in events_] == ["chunk"] * len(HOSTILE)
+    assert [event["id"] for event in events_] == [str(index) for index in range(len(HOSTILE))]
+    assert [event["data"] for event in events_] == [re.sub(r"\r\n|\r", "\n", text) for text in HOSTILE]

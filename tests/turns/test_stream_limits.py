@@ -15,9 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
+import asyncio
+import functools
+
 import pytest
+from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.test import override_settings
 from django.utils import timezone
 
@@ -28,7 +32,8 @@ from sessions_app.turns import streams
 from sessions_app.turns.models import TurnStreamLease
 
 from ..conftest import IS_POSTGRES, login_client, make_user
-from .test_live import FAST, events
+from .test_live import FAST, events, rest, run
+from .test_live import open_stream as async_open_stream
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,8 +76,9 @@ def test_a_user_past_the_per_user_limit_gets_429_and_others_do_not(client, alice
     assert refused["Retry-After"] == str(int(settings.MEMORYADMIN_TURN_SSE_LEASE_SECONDS))
     assert "2 live stream(s) open, the most one user may have" in refused.content.decode()
     # The user's streams on other processes and servers count as well.
-    first.close()
+    TurnStreamLease.objects.filter(user=alice).delete()
     lease_of(alice, server="another-host")
+    assert open_stream(client, alice).status_code == 200
     assert open_stream(client, alice).status_code == 429
     assert open_stream(client, operator).status_code == 200
 
@@ -89,7 +95,7 @@ def test_the_server_limit_counts_the_streams_of_every_worker_process(client, ali
 
 
 @override_settings(**{**ROOMY, "MEMORYADMIN_TURN_STREAMS_PER_PROCESS": 1})
-def test_a_process_keeps_threads_for_other_requests(client, alice, operator, thread):
+def test_a_process_takes_at_most_its_share_of_the_streams(client, alice, operator, thread):
     # Another process's stream leaves this process its own share.
     lease_of(alice, pid=os.getpid() + 1)
     assert open_stream(client, alice).status_code == 200
@@ -99,8 +105,7 @@ def test_a_process_keeps_threads_for_other_requests(client, alice, operator, thr
 
 
 @override_settings(**{**ROOMY, "MEMORYADMIN_TURN_STREAMS_PER_PROCESS": 0})
-def test_no_streams_where_a_process_has_no_thread_to_spare(client, alice, thread):
-    # A sync worker (GUNICORN_THREADS=1): a stream would hold the whole process.
+def test_a_limit_of_zero_opens_no_stream(client, alice, thread):
     assert open_stream(client, alice).status_code == 429
     assert not TurnStreamLease.objects.exists()
 
@@ -115,68 +120,101 @@ def test_the_lease_of_a_killed_worker_stops_counting_when_it_expires(client, ali
     assert not TurnStreamLease.objects.filter(pk=dead.pk).exists()
 
 
+def _count_leases() -> int:
+    return TurnStreamLease.objects.count()
+
+
 @pytest.mark.django_db(transaction=True)
 @override_settings(**{**ROOMY, **FAST})
 @pytest.mark.parametrize("ending", ["max time", "turn finished", "client gone", "closed before the first byte"])
-def test_the_lease_goes_when_the_stream_ends(client, alice, thread, ending):
+def test_the_lease_goes_when_the_stream_ends(alice, thread, ending):
     if ending == "turn finished":
         turns.turn_begin(actor=alice, thread_id="live", question="q")
         turns.turn_append_chunk(actor=alice, thread_id="live", text="a")
-    response = open_stream(client, alice)
-    assert response.status_code == 200 and TurnStreamLease.objects.filter(user=alice).count() == 1
-    if ending == "max time":
-        assert list(events(response))[-1] == "event: timeout\ndata: "
-    elif ending == "turn finished":
+
+    async def scenario():
+        response = await async_open_stream(alice)
+        assert response.status_code == 200 and await sync_to_async(_count_leases)() == 1
         stream = events(response)
-        assert next(stream) == "retry: 2000" and next(stream).startswith("event: chunk")
-        turns.turn_finish(actor=alice, thread_id="live")
-        assert list(stream)[-1] == "event: finished\ndata: "
-    elif ending == "client gone":
-        next(events(response))
-        response.close()
-    else:
-        response.close()
+        if ending == "max time":
+            assert (await rest(stream))[-1] == "event: timeout\ndata: "
+        elif ending == "turn finished":
+            assert await anext(stream) == "retry: 2000" and (await anext(stream)).startswith("event: chunk")
+            await sync_to_async(turns.turn_finish)(actor=alice, thread_id="live")
+            assert (await rest(stream))[-1] == "event: finished\ndata: "
+        elif ending == "client gone":
+            # Django's ASGI handler cancels the response when the client disconnects.
+            await anext(stream)
+            reading = asyncio.ensure_future(anext(stream))
+            await asyncio.sleep(0.02)
+            reading.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await reading
+        else:
+            await sync_to_async(response.close)()
+
+    # Only the first ending waits for the maximum time; the others must not meet it first.
+    with override_settings(MEMORYADMIN_TURN_SSE_MAX_SECONDS=0.3 if ending == "max time" else 30):
+        run(scenario)
     assert not TurnStreamLease.objects.exists()
 
 
-@override_settings(**{**ROOMY, **FAST, "MEMORYADMIN_TURN_SSE_MAX_SECONDS": 30})
-def test_heartbeats_renew_the_lease_and_a_lost_lease_ends_the_stream(client, alice, thread):
-    stream = events(open_stream(client, alice))
-    lease = TurnStreamLease.objects.get(user=alice)
-    assert next(stream) == "retry: 2000"
-    assert next(stream) == ": heartbeat"
-    assert next(stream) == ": heartbeat"
-    lease.refresh_from_db()
-    assert lease.renewed_at > lease.opened_at
-    # Expired and deleted by another open (the stream stalled): its place may be taken.
-    lease.delete()
-    assert list(stream) == ["event: timeout\ndata: "]
-
-
-@pytest.mark.skipif(not IS_POSTGRES, reason="ends a database session from outside: PostgreSQL")
-# Behind a transaction pooler the server session it ends is the pooler's, which replaces it
-# unseen by the application: there is no database error to provoke that way.
-@pytest.mark.skipif(os.environ.get("DJANGO_DB_POOLER") == "transaction", reason="the pooler hides an ended server session")
 @pytest.mark.django_db(transaction=True)
 @override_settings(**{**ROOMY, **FAST, "MEMORYADMIN_TURN_SSE_MAX_SECONDS": 30})
-def test_a_stream_that_fails_on_a_database_error_releases_its_lease(client, alice, thread):
-    import psycopg
-    from django.db import OperationalError
+def test_heartbeats_renew_the_lease_and_a_lost_lease_ends_the_stream(alice, thread):
+    async def scenario():
+        stream = events(await async_open_stream(alice))
+        lease = await sync_to_async(TurnStreamLease.objects.get)(user=alice)
+        assert await anext(stream) == "retry: 2000"
+        assert await anext(stream) == ": heartbeat"
+        assert await anext(stream) == ": heartbeat"
+        await sync_to_async(lease.refresh_from_db)()
+        assert lease.renewed_at > lease.opened_at
+        # Expired and deleted by another open (the stream stalled): its place may be taken.
+        await sync_to_async(lease.delete)()
+        assert await rest(stream) == ["event: timeout\ndata: "]
 
-    response = open_stream(client, alice)
-    stream = events(response)
-    next(stream)
-    next(stream)
-    # The stream's connection is this thread's: end its session as a failover or an
-    # administrator would.
-    backend = connection.connection.info.backend_pid
-    db = connection.settings_dict
-    dsn = {"host": db["HOST"] or "127.0.0.1", "port": db["PORT"] or 5432, "user": db["USER"], "dbname": db["NAME"]}
-    with psycopg.connect(**dsn, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", [backend])
-    with pytest.raises(OperationalError):
-        list(stream)
+    run(scenario)
+
+
+@pytest.mark.skipif(not IS_POSTGRES, reason="makes PostgreSQL fail a query: renames a table in a transaction")
+@pytest.mark.django_db(transaction=True)
+@override_settings(**{**ROOMY, **FAST, "MEMORYADMIN_TURN_SSE_MAX_SECONDS": 30})
+def test_a_stream_that_fails_on_a_database_error_releases_its_lease(alice, thread):
+    from django.db import ProgrammingError
+
+    turns.turn_begin(actor=alice, thread_id="live", question="q")
+
+    async def scenario():
+        stream = events(await async_open_stream(alice))
+        assert await anext(stream) == "retry: 2000"
+
+        def break_turns():
+            with connection.cursor() as cursor:
+                cursor.execute("ALTER TABLE sessions_app_turnchunk RENAME TO sessions_app_turnchunk_away")
+
+        await sync_to_async(break_turns)()
+        try:
+            # The next read (woken by this chunk's notification, or the poll) fails.
+            await sync_to_async(_notify_thread)(thread)
+            with pytest.raises(ProgrammingError):
+                await rest(stream)
+        finally:
+            def repair():
+                with connection.cursor() as cursor:
+                    cursor.execute("ALTER TABLE sessions_app_turnchunk_away RENAME TO sessions_app_turnchunk")
+
+            await sync_to_async(repair)()
+
+    run(scenario)
     assert not TurnStreamLease.objects.exists()
+
+
+def _notify_thread(thread_id: str) -> None:
+    from sessions_app.turns.listener import turn_changed
+
+    with transaction.atomic():
+        turn_changed(Thread.objects.get(thread_id=thread_id).pk)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -219,17 +257,15 @@ def _settings_in_a_process(**env: str) -> dict:
     return json.loads(done.stdout)
 
 
-def test_the_limits_follow_gunicorns_capacity_and_the_heartbeat_is_frequent():
+def test_the_limits_follow_the_servers_worker_count():
     defaults = _settings_in_a_process()
     assert defaults["MEMORYADMIN_TURN_STREAMS_PER_USER"] == 3
     assert 2 <= defaults["MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS"] <= 5
-    # gunicorn.conf.py's own defaults: 2 x cores + 1 workers, 2 threads (tests/perf/test_serving.py).
-    assert defaults["MEMORYADMIN_TURN_STREAMS_PER_PROCESS"] == 1
-    assert defaults["MEMORYADMIN_TURN_STREAMS_PER_SERVER"] == 2 * os.cpu_count() + 1
-    sized = _settings_in_a_process(GUNICORN_WORKERS="3", GUNICORN_THREADS="5")
-    assert (sized["MEMORYADMIN_TURN_STREAMS_PER_PROCESS"], sized["MEMORYADMIN_TURN_STREAMS_PER_SERVER"]) == (2, 6)
-    sync = _settings_in_a_process(GUNICORN_WORKERS="4", GUNICORN_THREADS="1")
-    assert (sync["MEMORYADMIN_TURN_STREAMS_PER_PROCESS"], sync["MEMORYADMIN_TURN_STREAMS_PER_SERVER"]) == (0, 0)
+    # gunicorn.conf.py's own default: 2 x cores + 1 worker processes (tests/perf/test_serving.py).
+    assert defaults["MEMORYADMIN_TURN_STREAMS_PER_PROCESS"] == 200
+    assert defaults["MEMORYADMIN_TURN_STREAMS_PER_SERVER"] == 200 * (2 * os.cpu_count() + 1)
+    sized = _settings_in_a_process(GUNICORN_WORKERS="3", MEMORYADMIN_TURN_STREAMS_PER_PROCESS="50")
+    assert (sized["MEMORYADMIN_TURN_STREAMS_PER_PROCESS"], sized["MEMORYADMIN_TURN_STREAMS_PER_SERVER"]) == (50, 150)
     chosen = _settings_in_a_process(MEMORYADMIN_TURN_STREAMS_PER_SERVER="2", MEMORYADMIN_TURN_STREAMS_PER_USER="1")
     assert (chosen["MEMORYADMIN_TURN_STREAMS_PER_SERVER"], chosen["MEMORYADMIN_TURN_STREAMS_PER_USER"]) == (2, 1)
 
@@ -244,3 +280,25 @@ def test_the_limits_follow_gunicorns_capacity_and_the_heartbeat_is_frequent():
 )
 def test_stream_settings_that_cannot_work_are_refused_at_start(env):
     assert "ImproperlyConfigured" in _settings_in_a_process(**env).get("error", "")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_streams_of_a_process_renew_their_leases_in_one_statement(alice, thread):
+    from django.test.utils import CaptureQueriesContext
+
+    from sessions_app.turns import live
+
+    rows = [lease_of(alice, pid=os.getpid(), age=3) for _ in range(3)]
+
+    async def scenario(max_age: float):
+        kept = live.leases()
+        kept.open.update(row.pk for row in rows)
+        return await asyncio.gather(*(kept.renew(row.pk, max_age) for row in rows))
+
+    with CaptureQueriesContext(connection) as queries:
+        assert run(functools.partial(scenario, 60)) == [True, True, True]
+    assert sum(q["sql"].startswith("UPDATE") for q in queries.captured_queries) == 1
+    assert all(row.renewed_at < TurnStreamLease.objects.get(pk=row.pk).renewed_at for row in rows)
+    # A lease deleted meanwhile (expired, its place taken): its stream is told to end.
+    rows[1].delete()
+    assert run(functools.partial(scenario, 0)) == [True, False, True]

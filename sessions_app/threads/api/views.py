@@ -71,7 +71,7 @@ class AgentStateAppendView(APIView):
                 description="append only if the thread still has this ETag (from a GET or a previous save); else 412",
             ),
             OpenApiParameter(
-                "If-None-Match", str, OpenApiParameter.HEADER,
+                "If-None-Match", str, OpenApiParameter.HEADER, enum=["*"],
                 description="`*`: append only if the thread does not exist yet (its first save); else 412",
             ),
         ],
@@ -85,7 +85,7 @@ class AgentStateAppendView(APIView):
     def post(self, request: Request, thread_id: str) -> Response:
         data = json_body(request)
         head = data.get("head")
-        if head is not None and not isinstance(head, str):
+        if "head" in data and not isinstance(head, str):
             raise InvalidInput("head must be a string.", fields={"head": ["must be a string (a chain digest, or empty)."]})
         result = append.thread_append_messages(
             actor=request.user,

@@ -1,4 +1,4 @@
-"""`manage.py bulk_jobs list|run`: bulk jobs from the command line (no browser needed).
+"""`manage.py bulk_jobs list|run`: bulk jobs from the command line (the queue's worker runs them too).
 
     python manage.py bulk_jobs list
     python manage.py bulk_jobs run            # finish every pending or running job

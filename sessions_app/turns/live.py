@@ -1,0 +1,288 @@
+"""The live-turn event stream: server-sent events of a thread's pending turn (docs/turns.md, "Pages").
+
+An async generator: under the ASGI server an open stream is a coroutine waiting on an
+asyncio event, holding no thread and no database connection between its reads.
+
+- wake-ups: on PostgreSQL the stream waits on its thread's notification channel
+  (sessions_app/turns/listener.py: one LISTEN connection per process); every write
+  to the pending turn notifies it at commit, and the stream reads what is new. While
+  the listener is down (it reconnects) the stream reads at each heartbeat. On SQLite,
+  which cannot notify (`make run`, tests), it reads every MEMORYADMIN_TURN_SSE_POLL_SECONDS.
+- reads: the pending turn and its chunks after the last one sent, through the turn
+  services, in a thread (sync_to_async); the database connection is given back after
+  each read (to the process's pool under the ASGI server). The streams of one process
+  take at most STREAM_DB_SLOTS connections at a time (`database_slot`): hundreds of
+  streams woken at once queue in the event loop, and the pool keeps connections for
+  the API and the pages.
+- the end: `event: finished` when the followed turn is finished or discarded,
+  `event: timeout` after `max_seconds` or when the lease is lost; a client that
+  leaves cancels the coroutine (Django's ASGI handler listens for the disconnect),
+  and the finally block releases the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Callable, Iterator
+
+from asgiref.sync import sync_to_async
+from django.db import connection
+from django.utils.html import escape
+
+from sessions_app.turns import listener
+from sessions_app.turns import services as turns
+from sessions_app.turns import streams
+from sessions_app.turns.models import Turn
+
+# What ends a line of an event stream: CRLF, a lone CR and a lone LF alike.
+_SSE_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def sse(event: str, data: str, event_id: int | None = None) -> str:
+    """One server-sent event whose payload can never forge a field of the stream.
+
+    A browser ends a line at CR, LF or CRLF, so the payload is split on all three and
+    each piece is a `data:` line of its own (the client joins them back with LF): a
+    chunk holding "\\revent: x" stays data. The event name and id are ours, never
+    content; one that could end a line is a bug, refused rather than sent.
+    """
+    event_id_text = "" if event_id is None else str(event_id)
+    if _SSE_LINE_BREAK.search(event) or _SSE_LINE_BREAK.search(event_id_text) or "\x00" in event_id_text:
+        raise ValueError(f"an event name or id cannot hold a line break: {event!r}, {event_id_text!r}")
+    lines = [f"event: {event}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id_text}")
+    lines.extend(f"data: {line}" for line in _SSE_LINE_BREAK.split(data))
+    return "\n".join(lines) + "\n\n"
+
+
+# Database work of the streams of one process (opens, reads, renewals) at once, at most.
+STREAM_DB_SLOTS = 2
+_slots: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+
+
+def database_slot() -> asyncio.Semaphore:
+    """This event loop's (this worker process's) slots for the streams' database work."""
+    loop = asyncio.get_running_loop()
+    for ended in [other for other in _slots if other.is_closed()]:
+        del _slots[ended]
+    if loop not in _slots:
+        _slots[loop] = asyncio.Semaphore(STREAM_DB_SLOTS)
+    return _slots[loop]
+
+
+def released(fn: Callable) -> Callable:
+    """`fn` run in a thread when a slot is free, its database connection given back when it returns.
+
+    Inside a transaction (tests) the connection belongs to the caller and stays."""
+
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if not connection.in_atomic_block:
+                connection.close()
+
+    in_thread = sync_to_async(call)
+
+    async def run(*args, **kwargs):
+        async with database_slot():
+            return await in_thread(*args, **kwargs)
+
+    return run
+
+
+class Leases:
+    """The leases of this event loop's open streams, renewed together.
+
+    A stream at its heartbeat asks for its lease to be renewed; when the last renewal
+    is older than `max_age` (half a heartbeat) one statement renews every open stream's
+    lease of this process (`streams.stream_renew_many`), and every stream asking
+    meanwhile waits for that one. So renewals cost one statement per process and
+    heartbeat, not one per stream.
+    """
+
+    def __init__(self):
+        self.open: set[int] = set()
+        self._present: set[int] = set()
+        self._at = float("-inf")
+        self._running: asyncio.Future | None = None
+
+    async def renew(self, lease_id: int, max_age: float) -> bool:
+        """False when the stream's lease is gone (it expired and its place may be taken)."""
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._at >= max_age or lease_id not in self._present:
+            if self._running is None:
+                self._running = asyncio.ensure_future(self._renew_all())
+            await asyncio.shield(self._running)
+        return lease_id in self._present
+
+    async def _renew_all(self) -> None:
+        try:
+            ids = set(self.open)
+            self._present = await released(streams.stream_renew_many)(ids)
+            self._at = asyncio.get_running_loop().time()
+        finally:
+            self._running = None
+
+
+_leases: dict[asyncio.AbstractEventLoop, Leases] = {}
+
+
+def leases() -> Leases:
+    loop = asyncio.get_running_loop()
+    for ended in [other for other in _leases if other.is_closed()]:
+        del _leases[ended]
+    if loop not in _leases:
+        _leases[loop] = Leases()
+    return _leases[loop]
+
+
+def _pending_turn(thread_pk: int) -> int | None:
+    return Turn.objects.filter(thread_id=thread_pk, status=Turn.Status.PENDING).values_list("pk", flat=True).first()
+
+
+def _read(thread_pk: int, followed: int | None, after: int, resume: tuple[int, int] | None):
+    """The pending turn now, and its chunks after the last one sent: (turn, after, chunks)."""
+    pending = _pending_turn(thread_pk)
+    if pending is None:
+        return None, after, []
+    if pending != followed:
+        after = resume[1] if resume and resume[0] == pending else -1
+    return pending, after, turns.pending_chunks_after(turn_id=pending, after=after)
+
+
+async def turn_events(
+    *,
+    thread_pk: int,
+    poll: float,
+    heartbeat: float,
+    max_seconds: float,
+    lease_id: int | None = None,
+    release: Callable[[], None] | None = None,
+    resume: tuple[int, int] | None = None,
+) -> AsyncIterator[str]:
+    """Server-sent events for a thread's pending turn: its new chunks, heartbeats, then the end.
+
+    Chunks go out HTML-escaped: htmx swaps them into the page as HTML, and agent text is
+    untrusted. A `: heartbeat` comment goes out every `heartbeat` seconds, also while
+    chunks flow (proxies close idle connections); each heartbeat renews the stream's
+    lease `lease_id` (`Leases`), and the stream ends as on timeout when it is gone.
+    `resume=(turn_id, index)`: the page already shows that turn's chunks up to `index`,
+    so the stream starts after it (when that turn is still the pending one).
+    `release` runs however the stream ends.
+    """
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    next_beat = start + heartbeat
+    watch = None
+    read, release_async = released(_read), release and released(release)
+    kept = leases()
+    if lease_id is not None:
+        kept.open.add(lease_id)
+    try:
+        if listener.listening_supported():
+            # Listening before the first read: a chunk committed after it wakes the stream.
+            watch = await listener.listener().subscribe(listener.turn_channel(thread_pk))
+        yield "retry: 2000\n\n"
+        followed, after, woken = None, -1, True
+        while True:
+            if woken:
+                pending, after, chunks = await read(thread_pk, followed, after, resume)
+                if pending is None and followed is not None:
+                    yield sse("finished", "")
+                    return
+                followed = pending if pending is not None else followed
+                for index, text in chunks:
+                    after = index
+                    yield sse("chunk", escape(text), index)
+            now = loop.time()
+            if now - start >= max_seconds:
+                yield sse("timeout", "")
+                return
+            if now >= next_beat:
+                next_beat = now + heartbeat
+                if lease_id is not None and not await kept.renew(lease_id, heartbeat / 2):
+                    yield sse("timeout", "")
+                    return
+                yield ": heartbeat\n\n"
+            wait = max(0.0, min(next_beat, start + max_seconds) - loop.time())
+            if watch is None:
+                await asyncio.sleep(min(poll, wait))
+                woken = True
+            else:
+                # Without a listening connection (it reconnects), read at every heartbeat.
+                woken = await watch.wait(wait) or not watch.listening
+    finally:
+        kept.open.discard(lease_id)
+        if watch is not None:
+            watch.close()
+        if release_async is not None:
+            await release_async()
+
+
+class LeasedEvents:
+    """A stream's events for StreamingHttpResponse, and the release of its lease at the response's close.
+
+    The events' own finally block releases the lease however they end; a response closed
+    before its first event never ran them, so Django's close() of the response (it
+    calls this close()) releases it too. Releasing twice deletes nothing the second time.
+    """
+
+    def __init__(self, events: AsyncIterator[str], release: Callable[[], None]):
+        self._events = events
+        self._release = release
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._events
+
+    def close(self) -> None:
+        self._release()
+
+
+class EventsInThisThread:
+    """The events for a WSGI server (`manage.py runserver`), which iterates a response in the
+    request's thread: an event loop of its own runs the generator, event by event (Django
+    would otherwise read an async stream to its end before sending a byte). close(), which
+    the server calls when the response is done or the client left, ends the generator and
+    releases the lease, also when the stream never started. On PostgreSQL that loop has a
+    listener of its own: under the development server each stream has a listening
+    connection, not one per process as under the ASGI server."""
+
+    def __init__(self, events: AsyncIterator[str], release: Callable[[], None]):
+        self._events = events
+        self._release = release
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        try:
+            return self._loop.run_until_complete(anext(self._events))
+        except StopAsyncIteration:
+            self.close()
+            raise StopIteration from None
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._loop is not None:
+                self._loop.run_until_complete(self._events.aclose())
+                pending = asyncio.all_tasks(self._loop)
+                for task in pending:
+                    task.cancel()
+                self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        finally:
+            if self._loop is not None:
+                self._loop.close()
+            self._release()
