@@ -409,6 +409,12 @@ MEMORYADMIN_MAX_CONTEXT_MESSAGES = env_int("MEMORYADMIN_MAX_CONTEXT_MESSAGES", 1
 # compile within a few seconds.
 MEMORYADMIN_GRAPH_MAX_NODES = env_int("MEMORYADMIN_GRAPH_MAX_NODES", 10_000, minimum=1, maximum=50_000)
 MEMORYADMIN_GRAPH_MAX_EDGES = env_int("MEMORYADMIN_GRAPH_MAX_EDGES", 20_000, minimum=1, maximum=100_000)
+# LangGraph threads as conversations (docs/checkpoints.md, "Conversation"): the channel of
+# root checkpoints that holds the LangChain messages, stored as the thread's blocks, and the
+# agent_code they are stored under ("" takes the graph_id or assistant_id of the checkpoint's
+# metadata, else "langgraph").
+MEMORYADMIN_LANGGRAPH_MESSAGES_CHANNEL = env_str("MEMORYADMIN_LANGGRAPH_MESSAGES_CHANNEL", "messages")
+MEMORYADMIN_LANGGRAPH_AGENT_CODE = env_str("MEMORYADMIN_LANGGRAPH_AGENT_CODE", "")
 
 # The long-term store's semantic search (docs/store.md, "Semantic search"). An embedder the
 # server runs itself, by dotted path (a function: list of texts -> one list of floats each;

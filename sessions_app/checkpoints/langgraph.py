@@ -17,6 +17,7 @@ from ..threads.models import Thread
 from .models import Checkpoint
 from ..threads.selectors import thread_get_for_read
 from sessions_app.checkpoints.search import ThreadFilter, thread_search_queryset, threads_with_status
+from sessions_app.checkpoints.conversation import checkpoints_hydrate
 from sessions_app.checkpoints.selectors import attach_writes, checkpoint_get_in, checkpoint_list, writes_of
 from sessions_app.checkpoints.reducers import add_messages, is_message_channel
 from sessions_app.checkpoints.tasks import Task, graph_tasks, interrupt_items, next_node_names, task_result
@@ -277,6 +278,8 @@ def thread_latest(thread: Thread) -> dict[str, Any]:
     if row is None:
         return {"checkpoints": 0, "values": {}, "status": "idle", "latest": None}
     root = row.checkpoint_ns == ""
+    if root:
+        checkpoints_hydrate([row])
     return {
         "checkpoints": row.total,
         "values": state_values(row.checkpoint) if root else {},
@@ -312,13 +315,15 @@ def thread_count(*, actor, filters: ThreadFilter) -> int:
 
 
 def threads_as_langgraph(threads: list[Thread]) -> list[dict[str, Any]]:
-    """Threads (annotated by `threads_with_status`) in LangGraph's Thread shape, two more queries at most."""
+    """Threads (annotated by `threads_with_status`) in LangGraph's Thread shape, three more queries at most
+    (the latest checkpoints, their writes, the messages they hold by reference)."""
     latest_ids = [thread.latest_checkpoint for thread in threads if thread.latest_checkpoint]
     latest = {}
     if latest_ids:
         # By thread as well as by id: each row is looked up in its own thread's partition.
         in_threads = [thread.pk for thread in threads if thread.latest_checkpoint]
         rows = attach_writes(list(Checkpoint.objects.filter(thread_id__in=in_threads, pk__in=latest_ids).defer("metadata")))
+        checkpoints_hydrate([row for row in rows if row.checkpoint_ns == ""])
         latest = {row.pk: row for row in rows}
     out = []
     for thread in threads:

@@ -12,6 +12,7 @@ from memoryadmin.audit import audit_record
 from memoryadmin.errors import Conflict, InvalidInput
 from memoryadmin.jsoncheck import text_input_check
 
+from sessions_app.checkpoints.conversation import checkpoints_hydrate
 from sessions_app.checkpoints.selectors import checkpoint_as_dict, checkpoints_of
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
 from sessions_app.checkpoints.removal import checkpoints_keep_newest, checkpoints_remove, thread_checkpoints_remove
@@ -164,7 +165,8 @@ def checkpoint_copy_thread(*, actor, source_thread_id: str, target_thread_id: An
     if created:
         target.metadata = source.metadata
         target.save(update_fields=["metadata", "updated_at"])
-    originals = list(Checkpoint.objects.filter(thread=source).order_by("id"))
+    # The copy holds every channel itself: the source's blocks stay the source's.
+    originals = checkpoints_hydrate(list(Checkpoint.objects.filter(thread=source).order_by("id")))
     copies = [
         Checkpoint(
             thread=target,

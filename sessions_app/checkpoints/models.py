@@ -27,6 +27,10 @@ class Checkpoint(ThreadScoped):
     # "" when the checkpoint has no parent.
     parent_checkpoint_id = models.CharField(max_length=128, blank=True, default="")
     checkpoint = StoredJSONField(default=dict)
+    # A root LangGraph checkpoint's messages channel, kept as the thread's blocks and held
+    # here by reference ({"channel", "agent", "upto", "count"}; sessions_app/checkpoints/
+    # conversation.py), left out of `checkpoint`; null when `checkpoint` holds every channel.
+    messages_ref = StoredJSONField(null=True, blank=True, default=None)
     metadata = StoredJSONField(default=dict, blank=True)
     run_id = models.CharField(max_length=128, blank=True, default="")
     node_id = models.CharField(max_length=255, blank=True, default="")

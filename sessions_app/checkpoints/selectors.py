@@ -22,6 +22,7 @@ from .models import Checkpoint, CheckpointWrite, SavedThreadView
 from ..threads.selectors import thread_get_for_read
 from memoryadmin.params import LIST_LIMIT_DEFAULT
 from sessions_app.checkpoints.containment import _apply_exact, json_filter
+from sessions_app.checkpoints.conversation import checkpoints_hydrate
 
 
 # \A and \Z, not ^ and $: "$" also matches before a trailing newline.
@@ -72,7 +73,7 @@ def write_as_dict(write: CheckpointWrite) -> dict[str, Any]:
 def checkpoint_as_dict(checkpoint: Checkpoint, *, thread: Thread | None = None) -> dict[str, Any]:
     """A checkpoint as the API answers it (docs/checkpoints.md, "API guide"); its writes attached by `attach_writes`."""
     thread = thread or checkpoint.thread
-    return {
+    answer = {
         "thread_id": thread.thread_id,
         "checkpoint_ns": checkpoint.checkpoint_ns,
         "checkpoint_id": checkpoint.checkpoint_id,
@@ -85,12 +86,18 @@ def checkpoint_as_dict(checkpoint: Checkpoint, *, thread: Thread | None = None) 
         "created_at": checkpoint.created_at,
         "updated_at": checkpoint.updated_at,
     }
+    held = getattr(checkpoint, "messages_held", None)
+    if held is not None:
+        answer["messages"] = held
+    return answer
 
 
 def attach_writes(rows: list[Checkpoint]) -> list[Checkpoint]:
-    """Give each checkpoint its pending writes as `.pending`, in LangGraph's replay order: one query."""
+    """Give each checkpoint its pending writes as `.pending`, in LangGraph's replay order: one query;
+    and its messages channel back from the blocks when it holds it by reference (one more)."""
     if not rows:
         return rows
+    checkpoints_hydrate(rows)
     by_key: dict[tuple[int, str, str], list[CheckpointWrite]] = {}
     writes = CheckpointWrite.objects.filter(
         thread_id__in={row.thread_id for row in rows}, checkpoint_id__in={row.checkpoint_id for row in rows}

@@ -26,7 +26,8 @@ from typing import Any, Literal
 
 from django.db import IntegrityError, transaction
 from django.http import QueryDict
-from django.db.models import JSONField, OuterRef, Q, Value
+from django.db.models import JSONField, OuterRef, Q, Subquery, Value
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
 from memoryadmin import policy
@@ -35,6 +36,7 @@ from memoryadmin.errors import InvalidInput, NotFound, PreconditionFailed
 from memoryadmin.jsoncheck import DEPTH_MAX, DOCUMENT_DEPTH_MAX, document_bytes_max, json_value_check, text_input_check, text_storable
 from memoryadmin.params import CURSOR_MAX, parse_int
 
+from sessions_app.checkpoints import conversation
 from sessions_app.checkpoints.langgraph import is_langgraph_checkpoint, next_nodes, nodes_run
 from sessions_app.checkpoints.selectors import checkpoint_etag, checkpoint_id_validate, checkpoint_ns_validate
 from sessions_app.checkpoints.wire import WRITES_IDX_MAP
@@ -94,6 +96,8 @@ class CheckpointInput:
     parent_checkpoint_id: str
     node_id: str | None
     next_node_id: str | None
+    # The messages channel as a delta ({"head", "append"}), when it is not in channel_values.
+    messages: conversation.Delta | None = None
 
 
 def checkpoint_input(
@@ -104,6 +108,7 @@ def checkpoint_input(
     parent_checkpoint_id: Any = None,
     node_id: Any = None,
     next_node_id: Any = None,
+    messages: Any = None,
 ) -> CheckpointInput:
     """Validate the body of a checkpoint put; every error names its field."""
     body = _json_object(checkpoint, "checkpoint", required=True, document=True)
@@ -112,6 +117,13 @@ def checkpoint_input(
             "checkpoint.channel_values must be a JSON object.",
             fields={"checkpoint.channel_values": ["must be a JSON object."]},
         )
+    delta = conversation.delta_input(None if messages is None else _json_value(messages, "messages"))
+    if delta is not None:
+        ns = checkpoint_ns_validate(checkpoint_ns)
+        channel = conversation.messages_channel()
+        if ns or not is_langgraph_checkpoint(body) or channel in (body.get("channel_values") or {}):
+            message = f"a delta is for a root LangGraph checkpoint whose channel_values leave out {channel!r}."
+            raise InvalidInput(f"messages: {message}", fields={"messages": [message]})
     parent = None
     if parent_checkpoint_id not in (None, ""):
         parent = checkpoint_id_validate(parent_checkpoint_id, "parent_checkpoint_id")
@@ -122,6 +134,7 @@ def checkpoint_input(
         parent_checkpoint_id=parent or "",
         node_id=None if node_id is None else _short_text(node_id, "node_id", NODE_ID_MAX),
         next_node_id=None if next_node_id is None else _short_text(next_node_id, "next_node_id", NODE_ID_MAX),
+        messages=delta,
     )
 
 
@@ -190,33 +203,58 @@ class PutResult:
     checkpoint_id: str
     created: bool
     etag: str = ""  # the checkpoint's ETag once written (an HTTP header, not part of the body)
+    # The chain head and count of the thread's messages once this checkpoint's are the active blocks.
+    messages: dict[str, Any] | None = None
 
-    def as_dict(self) -> dict[str, str]:
-        return {"thread_id": self.thread_id, "checkpoint_ns": self.checkpoint_ns, "checkpoint_id": self.checkpoint_id}
+    def as_dict(self) -> dict[str, Any]:
+        answer: dict[str, Any] = {
+            "thread_id": self.thread_id, "checkpoint_ns": self.checkpoint_ns, "checkpoint_id": self.checkpoint_id
+        }
+        if self.messages is not None:
+            answer["messages"] = self.messages
+        return answer
 
 
-def _positions(thread: Thread, data: CheckpointInput) -> tuple[str, str]:
-    """node_id and next_node_id: as given, else read from a LangGraph checkpoint's versions."""
+NO_PARENT = object()
+
+
+def _positions(thread: Thread, data: CheckpointInput, parent_seen: Any = NO_PARENT) -> tuple[str, str]:
+    """node_id and next_node_id: as given, else read from a LangGraph checkpoint's versions
+    (and its parent's `versions_seen`: read here unless the caller read it already)."""
     node_id, next_node_id = data.node_id, data.next_node_id
     if is_langgraph_checkpoint(data.checkpoint):
         if next_node_id is None:
             next_node_id = ",".join(next_nodes(data.checkpoint))[:NODE_ID_MAX]
         if node_id is None:
-            parent_seen = None
-            if data.parent_checkpoint_id:
-                parent_seen = (
-                    Checkpoint.objects.filter(
-                        thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=data.parent_checkpoint_id
+            if parent_seen is NO_PARENT:
+                parent_seen = None
+                if data.parent_checkpoint_id:
+                    parent_seen = (
+                        Checkpoint.objects.filter(
+                            thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=data.parent_checkpoint_id
+                        )
+                        .values_list("checkpoint__versions_seen", flat=True)
+                        .first()
                     )
-                    .values_list("checkpoint__versions_seen", flat=True)
-                    .first()
-                )
             node_id = ",".join(nodes_run(data.checkpoint["versions_seen"], parent_seen))[:NODE_ID_MAX]
     return node_id or "", next_node_id or ""
 
 
-def _fields(thread: Thread, data: CheckpointInput) -> dict[str, Any]:
-    node_id, next_node_id = _positions(thread, data)
+def _this_and_parent(thread: Thread, data: CheckpointInput, checkpoint_id: str) -> tuple[Checkpoint | None, Any]:
+    """The checkpoint being put (None when new) and its parent's versions_seen: one query."""
+    ids = {checkpoint_id, data.parent_checkpoint_id} - {""}
+    rows = (
+        Checkpoint.objects.filter(thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id__in=ids)
+        .defer("checkpoint")
+        .annotate(seen=KeyTransform("versions_seen", "checkpoint"))
+    )
+    found = {row.checkpoint_id: row for row in rows}
+    parent = found.get(data.parent_checkpoint_id)
+    return found.get(checkpoint_id), parent.seen if parent is not None else None
+
+
+def _fields(thread: Thread, data: CheckpointInput, parent_seen: Any = NO_PARENT) -> dict[str, Any]:
+    node_id, next_node_id = _positions(thread, data, parent_seen)
     return {
         "parent_checkpoint_id": data.parent_checkpoint_id,
         "checkpoint": data.checkpoint,
@@ -244,19 +282,85 @@ def checkpoint_put(
         checkpoint_id = str(uuid.uuid4())
     else:
         checkpoint_id_validate(checkpoint_id)
-    thread, _ = _thread_for_write(actor=actor, thread_id=thread_id, action=action, create=True)
-    fields = _fields(thread, data)
-    existing = Checkpoint.objects.filter(
-        thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id
-    ).first()
+    thread, existing, parent_seen = _thread_and_checkpoints_for_put(actor, thread_id, data, checkpoint_id, action)
+    fields = _fields(thread, data, parent_seen)
+    answer, moved = _conversation(actor, thread, data, fields, existing)
     if existing is None:
         Checkpoint.objects.create(thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id, **fields)
     else:
         for name, value in fields.items():
             setattr(existing, name, value)
         existing.save_in_thread([*fields, "updated_at"])
-    _touch(thread)
-    return PutResult(thread.thread_id, data.checkpoint_ns, checkpoint_id, created=existing is None)
+    if not moved:  # the conversation's save, when it wrote, moved the thread's updated_at already
+        _touch(thread)
+    return PutResult(thread.thread_id, data.checkpoint_ns, checkpoint_id, created=existing is None, messages=answer)
+
+
+def _thread_and_checkpoints_for_put(actor, thread_id: str, data: CheckpointInput, checkpoint_id: str, action: str):
+    """The thread locked for the put (created for the actor when new), the checkpoint being
+    put when it exists, and its parent's versions_seen: one statement for a thread that exists
+    (the row lock and both lookups), none but the insert for a new one."""
+    thread_id_validate(thread_id)
+    _ensure_may_write(actor, thread_id, action)
+    same = Checkpoint.objects.filter(thread=OuterRef("pk"), checkpoint_ns=data.checkpoint_ns)
+    thread = (
+        Thread.objects.select_for_update(of=("self",))
+        .filter(thread_id=thread_id)
+        .annotate(
+            put_pk=Subquery(same.filter(checkpoint_id=checkpoint_id).values("pk")[:1]),
+            parent_seen=Subquery(
+                same.filter(checkpoint_id=data.parent_checkpoint_id or "")
+                .annotate(seen=KeyTransform("versions_seen", "checkpoint"))
+                .values("seen")[:1]
+            ),
+        )
+        .first()
+    )
+    if thread is None:
+        # A new thread has no checkpoint to find: nothing more is read before the first write.
+        thread, created = _thread_for_write(actor=actor, thread_id=thread_id, action=action, create=True)
+        existing, parent_seen = (None, None) if created else _this_and_parent(thread, data, checkpoint_id)
+        return thread, existing, parent_seen
+    _ensure_owner(actor, thread, action)
+    existing = None
+    if thread.put_pk is not None:
+        existing = Checkpoint(pk=thread.put_pk, thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id)
+    return thread, existing, thread.parent_seen if isinstance(thread.parent_seen, dict) else None
+
+
+def _is_latest_root(thread: Thread, existing: Checkpoint | None) -> bool:
+    """A put that makes (or replaces) the thread's latest root checkpoint: its messages are the active blocks."""
+    if existing is None:
+        return True
+    latest = Checkpoint.objects.filter(thread=thread, checkpoint_ns="").order_by("-id").values_list("pk", flat=True).first()
+    return latest == existing.pk
+
+
+def _conversation(actor, thread: Thread, data: CheckpointInput, fields: dict[str, Any], existing) -> tuple[dict[str, Any] | None, bool]:
+    """A root LangGraph checkpoint's messages kept as the thread's blocks, the channel stored by
+    reference (conversation.py); `fields` are changed in place. The answer's `messages` (or
+    None) and whether the thread row was written."""
+    fields["messages_ref"] = None
+    channel = conversation.messages_channel()
+    values = (data.checkpoint.get("channel_values") or {}) if is_langgraph_checkpoint(data.checkpoint) else {}
+    whole = conversation.block_messages(values.get(channel)) if channel in values else None
+    if data.checkpoint_ns or (whole is None and data.messages is None):
+        return None, False
+    if not _is_latest_root(thread, existing):
+        if data.messages is None:
+            return None, False
+        raise PreconditionFailed(
+            "A delta is for the latest checkpoint; send this checkpoint's messages whole.",
+            fields={"messages": ["the checkpoint is not the thread's latest."]},
+        )
+    kept = conversation.conversation_keep(
+        actor=actor, thread=thread, metadata=data.metadata, values=whole, delta=data.messages
+    )
+    body = dict(data.checkpoint)
+    body["channel_values"] = {name: value for name, value in values.items() if name != channel}
+    fields["checkpoint"] = body
+    fields["messages_ref"] = kept.ref
+    return {"channel": channel, "head": kept.head, "count": kept.ref["count"]}, kept.moved
 
 
 @transaction.atomic
@@ -287,7 +391,12 @@ def checkpoint_replace(
         )
     if existing is None:
         raise NotFound(f"Checkpoint {checkpoint_id!r} does not exist in thread {thread_id!r}; nothing was written.")
+    if data.messages is not None:
+        raise InvalidInput(
+            "messages: a replacement carries its channel values whole.", fields={"messages": ["is not accepted here."]}
+        )
     fields = _fields(thread, data)
+    fields["messages_ref"] = None  # a replacement in place holds every channel itself
     for name, value in fields.items():
         setattr(existing, name, value)
     existing.save_in_thread([*fields, "updated_at"])

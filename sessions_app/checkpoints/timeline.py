@@ -15,6 +15,7 @@ from memoryadmin.json import pretty
 from ..threads.models import Thread
 from .models import Checkpoint
 from ..threads.selectors import thread_get_for_read
+from sessions_app.checkpoints.conversation import checkpoints_hydrate
 from sessions_app.checkpoints.branches import is_fork, latest_branch_ids, previous_in_time
 from sessions_app.checkpoints.selectors import _before_pk, checkpoint_get_in, writes_of
 from sessions_app.checkpoints.wire import MessageView, is_blob, is_internal_channel, message_list, message_view, readable
@@ -240,12 +241,12 @@ def checkpoint_detail_in(*, thread: Thread, checkpoint_id: str, checkpoint_ns: s
             Checkpoint.objects.filter(
                 thread=checkpoint.thread, checkpoint_ns=checkpoint.checkpoint_ns, checkpoint_id=checkpoint.parent_checkpoint_id
             )
-            .values_list("checkpoint", flat=True)
+            .only("thread_id", "checkpoint", "messages_ref")
             .first()
         )
         if parent is not None:
             parent_found = True
-            parent_values = _channel_values(parent)
+            parent_values = _channel_values(checkpoints_hydrate([parent])[0].checkpoint)
     changes, unchanged = checkpoint_diff(values, parent_values)
     writes = [
         {

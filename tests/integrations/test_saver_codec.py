@@ -101,3 +101,24 @@ def test_http_errors_become_clear_exceptions(live_server, alice, bob):
     finally:
         bob_saver.close()
         alice_saver.close()
+
+
+def test_plain_messages_are_written_as_langchain_writes_them_without_its_round_trip():
+    from langchain_core.load import dumpd
+
+    codec = ValueCodec(JsonPlusSerializer())
+    plain = [
+        HumanMessage("hi", id="h-1"),
+        AIMessage("", id="a-1", tool_calls=[{"name": "f", "args": {"x": 1}, "id": "c-1"}],
+                  usage_metadata={"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}),
+        ToolMessage("42", tool_call_id="c-1", name="f", id="t-1"),
+        SystemMessage([{"type": "text", "text": "be brief"}]),
+        AIMessage("x", additional_kwargs={"lc": 1}),  # envelope-shaped inside: not plain, sent apart
+    ]
+    for message in plain:
+        wire = codec.dump(message)
+        assert codec.load(wire) == message
+        if BLOB_KEY not in wire:
+            assert wire == dumpd(message)
+    odd = AIMessage("x", additional_kwargs={"raw": b"\x00\x01"})
+    assert set(codec.dump(odd)) == {BLOB_KEY} and codec.load(codec.dump(odd)) == odd

@@ -14,6 +14,7 @@ from langgraph.types import Command, interrupt
 
 from memoryadmin.apikeys import apikey_create
 from memoryadmin_client.langgraph import MemoryAdminForbidden, MemoryAdminSaver
+from sessions_app.checkpoints.conversation import checkpoints_hydrate
 from sessions_app.checkpoints.wire import BLOB_KEY, message_list
 from sessions_app.models import Checkpoint, CheckpointWrite
 
@@ -121,7 +122,10 @@ def test_checkpoints_are_stored_readable_and_know_their_nodes(saver_for, alice_k
         ("tools", "review"),
     ]
     paused = rows[-1]
-    values = paused.checkpoint["channel_values"]
+    # The messages channel is the thread's blocks, held by reference, not copied into the row.
+    assert "messages" not in paused.checkpoint["channel_values"]
+    assert paused.messages_ref["count"] == 3
+    values = checkpoints_hydrate([paused])[0].checkpoint["channel_values"]
     # Messages are LangChain's JSON, readable without the client; bytes are a typed blob.
     assert [(m.role, m.content) for m in message_list(values["messages"])] == [
         ("user", "What is 6 x 7?"),

@@ -230,7 +230,10 @@ class HTTPClient:
         attempt = 0
         while True:
             try:
-                response = await self.async_client().request(
+                client = self._async_clients.get(asyncio.get_running_loop())
+                if client is None or client.is_closed:
+                    client = await self._async_client_made()
+                response = await client.request(
                     call.method, call.path, params=call.params or None, content=content, headers=headers
                 )
             except httpx.TransportError:
@@ -254,6 +257,21 @@ class HTTPClient:
             )
             self._async_clients[loop] = client
         return client
+
+    async def _async_client_made(self) -> httpx.AsyncClient:
+        """The running loop's AsyncClient, made in a worker thread: making one loads the TLS
+        certificates, which would hold the event loop for tens of milliseconds."""
+        loop = asyncio.get_running_loop()
+        made = await asyncio.to_thread(
+            httpx.AsyncClient,
+            base_url=self.base_url, headers=self.headers, timeout=self._timeout, transport=self._async_transport,
+        )
+        client = self._async_clients.get(loop)
+        if client is not None and not client.is_closed:  # another task of this loop made one meanwhile
+            await made.aclose()
+            return client
+        self._async_clients[loop] = made
+        return made
 
     def close(self) -> None:
         """Closes the sync client (and so its transport)."""

@@ -73,6 +73,7 @@ def _put_input(data: dict[str, Any]) -> svc.CheckpointInput:
         parent_checkpoint_id=data.get("parent_checkpoint_id"),
         node_id=data.get("node_id"),
         next_node_id=data.get("next_node_id"),
+        messages=data.get("messages"),
     )
 
 

@@ -52,6 +52,80 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
+_INT_MIN, _INT_MAX = -(2**63), 2**64
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Whether a value is JSON as it stands (exact types, storable, not envelope-shaped):
+    what json.loads(json.dumps(value)) gives back unchanged."""
+    kind = type(value)
+    if kind is str:
+        return "\x00" not in value
+    if value is None or kind is bool:
+        return True
+    if kind is int:
+        return _INT_MIN <= value < _INT_MAX
+    if kind is float:
+        return math.isfinite(value)
+    if depth > 64:
+        return False
+    if kind is list:
+        return all(_plain(item, depth + 1) for item in value)
+    if kind is dict:
+        return not _reserved(value) and all(
+            type(key) is str and "\x00" not in key and _plain(item, depth + 1) for key, item in value.items()
+        )
+    return False
+
+
+class _MessageShape:
+    """How LangChain's `to_json` writes one message class, read once: its id and each field's
+    default, so that a message whose fields are plain JSON is written without `dumpd`'s
+    JSON round trip and without reviving it to check (it revives equal: the fields are the
+    constructor's arguments, as they are)."""
+
+    def __init__(self, kind: type) -> None:
+        self.id = kind.lc_id()
+        self.attributes = "lc_attributes" in kind.__dict__
+        self.fields = []
+        for name, info in kind.model_fields.items():
+            if info.exclude:
+                continue
+            factory = info.default_factory
+            self.fields.append((name, info.is_required(), factory, None if factory else info.default))
+
+    def envelope(self, message: Any) -> dict[str, Any] | None:
+        values = message.__dict__
+        kwargs: dict[str, Any] = {}
+        for name, required, factory, default in self.fields:
+            value = values.get(name)
+            if not (required or value):
+                if factory is dict and type(value) is dict or factory is list and type(value) is list:
+                    continue
+                if (factory() if factory is not None else default) == value:
+                    continue
+            kwargs[name] = value
+        if self.attributes:
+            kwargs.update(message.lc_attributes)  # AIMessage's tool calls, as to_json adds them
+        if not _plain(kwargs):
+            return None
+        return {"lc": 1, "type": "constructor", "id": self.id, "kwargs": kwargs}
+
+
+def _message_shapes() -> dict[type, _MessageShape]:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    shapes = {}
+    for kind in (AIMessage, HumanMessage, SystemMessage, ToolMessage):
+        probe = kind(content="", tool_call_id="x") if kind is ToolMessage else kind(content="")
+        if not probe.lc_secrets and kind.is_lc_serializable():
+            shapes[kind] = _MessageShape(kind)
+    return shapes
+
+
+MESSAGE_SHAPES = _message_shapes()
+
+
 class ValueCodec:
     """Turns channel values into the wire format and back (see the module docstring)."""
 
@@ -103,6 +177,11 @@ class ValueCodec:
         if isinstance(value, BaseException):
             # LangGraph's own serializer keeps an error as its repr; so does this one.
             return repr(value).replace("\x00", "")
+        shape = MESSAGE_SHAPES.get(kind)
+        if shape is not None:
+            envelope = shape.envelope(value)
+            if envelope is not None:
+                return envelope
         if isinstance(value, Serializable) and value.is_lc_serializable():
             return self._checked(value, dumpd(value))
         module, name = kind.__module__, kind.__name__
@@ -155,9 +234,12 @@ class ValueCodec:
             return {key: self.load(item) for key, item in value.items()}
         return value
 
-    def dump_checkpoint(self, checkpoint: Checkpoint) -> dict[str, Any]:
+    def dump_checkpoint(self, checkpoint: Checkpoint, *, leave_out: str | None = None) -> dict[str, Any]:
+        """The checkpoint on the wire; `leave_out` names a channel sent apart (the messages of a delta)."""
         body = {key: self.dump(item) for key, item in checkpoint.items() if key != "channel_values"}
-        body["channel_values"] = {name: self.dump(item) for name, item in checkpoint.get("channel_values", {}).items()}
+        body["channel_values"] = {
+            name: self.dump(item) for name, item in checkpoint.get("channel_values", {}).items() if name != leave_out
+        }
         return body
 
     def load_checkpoint(self, body: dict[str, Any]) -> Checkpoint:

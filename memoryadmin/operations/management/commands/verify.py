@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from django.core.management.base import BaseCommand
-from django.db.models import Exists, OuterRef, Subquery, TextField
+from django.db.models import Exists, F, OuterRef, Subquery, TextField
 from django.db.models.functions import Cast
 
 from memoryadmin.json import stored_loads
@@ -118,6 +118,35 @@ class Command(BaseCommand):
         )
         for thread_id, ns, checkpoint_id in orphans.iterator(chunk_size=1000):
             self._report("orphan_writes", f"thread:{thread_id}/{ns}/{checkpoint_id}", "pending writes without their checkpoint")
+        self._check_checkpoint_messages(threads)
+
+    def _check_checkpoint_messages(self, threads) -> None:
+        """Every checkpoint holding its messages by reference finds them all among the thread's blocks."""
+        from sessions_app.checkpoints.conversation import checkpoints_hydrate
+
+        referring = (
+            Checkpoint.objects.filter(thread__in=threads, messages_ref__isnull=False)
+            .order_by("pk")
+            .only("pk", "thread_id", "checkpoint_ns", "checkpoint_id", "messages_ref")
+            .annotate(thread_name=F("thread__thread_id"))
+        )
+        last = 0
+        while True:
+            rows = list(referring.filter(pk__gt=last)[:200])
+            if not rows:
+                return
+            last = rows[-1].pk
+            for row in rows:
+                row.checkpoint = {"channel_values": {}}
+            for row in checkpoints_hydrate(rows):
+                ref = row.messages_ref if isinstance(row.messages_ref, dict) else {}
+                found = row.checkpoint["channel_values"].get(ref.get("channel"))
+                if not isinstance(found, list) or len(found) != ref.get("count"):
+                    self._report(
+                        "missing_messages",
+                        f"thread:{row.thread_name}/{row.checkpoint_ns}/{row.checkpoint_id}",
+                        f"holds {ref.get('count')} messages by reference; {len(found or [])} blocks found",
+                    )
 
     def _check_store_items(self) -> int:
         from memoryadmin.errors import InvalidInput

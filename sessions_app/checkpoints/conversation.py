@@ -1,0 +1,273 @@
+"""A LangGraph thread's messages as its conversation (docs/checkpoints.md, "Conversation").
+
+The messages channel of a thread's root checkpoints (`messages`, or
+MEMORYADMIN_LANGGRAPH_MESSAGES_CHANNEL) is kept as the thread's blocks, through the
+conversation store's own saves (`sessions_app.threads`): each message once, in order, on
+the hash chain, the title from the first user message. A checkpoint then holds the channel
+by reference, `messages_ref = {"channel", "agent", "upto", "count"}`: its messages are the
+`count` blocks of that agent ending at seq `upto`. Blocks are never deleted while the
+thread lives (a rewrite archives them), so every checkpoint reads back as it was put.
+
+A block's message is the LangChain envelope exactly as the checkpoint held it, with the
+`role` and `content` the conversation store reads added beside it; reading a checkpoint
+takes them away again (`envelope_of`).
+
+A put carries the channel either whole (in `channel_values`) or as a delta, `{"head",
+"append"}`: the messages added since the chain head `head`. The delta is refused with a
+412 and nothing written when `head` is not the head of the thread's active blocks; the
+client then sends the step whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+
+from memoryadmin.errors import InvalidInput, PreconditionFailed
+
+from sessions_app.threads import append as thread_append
+from sessions_app.threads import services as thread_services
+from sessions_app.threads.messages import ROLE_ALIASES
+from sessions_app.threads.models import Block, Thread
+
+from .wire import MESSAGE_TYPES, lc_envelope
+
+DEFAULT_AGENT_CODE = "langgraph"
+ADDED = ("role", "content")
+REF_KEYS = frozenset({"channel", "agent", "upto", "count"})
+
+
+def messages_channel() -> str:
+    return settings.MEMORYADMIN_LANGGRAPH_MESSAGES_CHANNEL
+
+
+def agent_code_for(metadata: dict[str, Any], thread: Thread | None = None) -> str:
+    """The configured agent_code, else the graph or assistant id of the metadata, else the
+    thread's agent (an update_state's checkpoint names no graph), else "langgraph"."""
+    configured = settings.MEMORYADMIN_LANGGRAPH_AGENT_CODE
+    if configured:
+        return configured
+    for key in ("graph_id", "assistant_id"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            try:
+                return thread_services.validate_agent_code(value)
+            except InvalidInput:
+                continue
+    if thread is not None and thread.agent_code:
+        return thread.agent_code
+    return DEFAULT_AGENT_CODE
+
+
+def _role(name: str, kwargs: dict[str, Any]) -> str | None:
+    kind = kwargs.get("type") if isinstance(kwargs.get("type"), str) else name
+    base = kind[: -len("MessageChunk")] if kind.endswith("MessageChunk") else kind
+    base = base[: -len("Message")] if base.endswith("Message") else base
+    base = base.lower()
+    role = ROLE_ALIASES.get(base) or MESSAGE_TYPES.get(base)
+    if base == "chat" and kwargs.get("role") in ROLE_ALIASES:
+        role = ROLE_ALIASES[kwargs["role"]]
+    return role
+
+
+def block_message(value: Any) -> dict[str, Any] | None:
+    """A LangChain message envelope as a block's message (role and content beside it), else None."""
+    envelope = lc_envelope(value)
+    if envelope is None or any(key in value for key in ADDED):
+        return None
+    name, kwargs = envelope
+    if not name.endswith(("Message", "MessageChunk")) or "kwargs" not in value:
+        return None
+    role = _role(name, kwargs)
+    content = kwargs.get("content", "")
+    if role is None or not isinstance(content, str | list):
+        return None
+    return {**value, "role": role, "content": content}
+
+
+def envelope_of(message: Any) -> Any:
+    """A block's message as the checkpoint held it."""
+    if isinstance(message, dict) and "role" in message and lc_envelope(message) is not None:
+        return {key: item for key, item in message.items() if key not in ADDED}
+    return message
+
+
+def block_messages(values: Any) -> list[dict[str, Any]] | None:
+    """The channel's value as block messages when it is a list of LangChain messages, else None."""
+    if not isinstance(values, list):
+        return None
+    converted = []
+    for value in values:
+        message = block_message(value)
+        if message is None:
+            return None
+        converted.append(message)
+    return converted
+
+
+@dataclass(frozen=True)
+class Delta:
+    head: str
+    append: list[dict[str, Any]]
+
+
+def delta_input(value: Any) -> Delta | None:
+    """The body's `messages` delta, `{"head": str, "append": [envelope...]}`; every error names its field."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("head"), str) or not isinstance(value.get("append"), list):
+        raise InvalidInput(
+            'messages must be {"head": <chain head>, "append": [message...]}.',
+            fields={"messages": ['must be an object with "head" (a string) and "append" (a list).']},
+        )
+    converted = block_messages(value["append"])
+    if converted is None:
+        for index, item in enumerate(value["append"]):
+            if block_message(item) is None:
+                where = f"messages.append[{index}]"
+                raise InvalidInput(
+                    f"{where} must be a LangChain message envelope.", fields={where: ["must be a LangChain message envelope."]}
+                )
+    return Delta(head=value["head"], append=converted or [])
+
+
+@dataclass(frozen=True)
+class Kept:
+    ref: dict[str, Any]
+    head: str
+    moved: bool = False  # the save wrote the thread row (its updated_at is new)
+
+
+def _active_head(thread: Thread, agent: str) -> tuple[int, int, str] | None:
+    """(seq, position, chain_hash) of the agent's last active block: one indexed row."""
+    return (
+        Block.objects.filter(thread=thread, agent_code=agent, archived=False)
+        .order_by("-seq")
+        .values_list("seq", "position", "chain_hash")
+        .first()
+    )
+
+
+def _ref(channel: str, agent: str, upto: int, count: int) -> dict[str, Any]:
+    return {"channel": channel, "agent": agent, "upto": upto, "count": count}
+
+
+def conversation_keep(
+    *, actor, thread: Thread, metadata: dict[str, Any], values: list[dict[str, Any]] | None, delta: Delta | None
+) -> Kept:
+    """Make the thread's active blocks the checkpoint's messages; the reference to store.
+
+    Whole: the conversation store's save (append, rewrite: a compaction, or no-op). Delta:
+    the append-only save guarded by the chain head (412, nothing written, on a mismatch).
+    The thread is locked by the caller's transaction.
+    """
+    channel, agent = messages_channel(), agent_code_for(metadata, thread)
+    if delta is not None and not delta.append:
+        head = _active_head(thread, agent)
+        stored = head[2] if head else ""
+        if stored != delta.head:
+            raise PreconditionFailed(
+                "The thread's messages changed since that head; send the step's messages whole.",
+                fields={"messages.head": ["is not the head of the thread's messages."]},
+            )
+        return Kept(_ref(channel, agent, head[0] if head else 0, head[1] + 1 if head else 0), stored)
+    if delta is not None:
+        result = thread_append.thread_append_messages(
+            actor=actor, thread_id=thread.thread_id, agent_code=agent, messages=delta.append, expect_head=delta.head
+        )
+    else:
+        result = thread_services.thread_save_agent_state(
+            actor=actor, thread_id=thread.thread_id, agent_code=agent, context=values
+        )
+    if result.mode == "noop":
+        head = _active_head(thread, agent)
+        return Kept(_ref(channel, agent, head[0] if head else 0, result.active), result.head)
+    return Kept(_ref(channel, agent, result.max_seq, result.active), result.head, moved=True)
+
+
+# --- reading: the referenced messages back into the checkpoints ------------------------------
+
+
+def _valid_ref(ref: Any) -> bool:
+    return (
+        isinstance(ref, dict)
+        and REF_KEYS <= ref.keys()
+        and isinstance(ref["upto"], int)
+        and isinstance(ref["count"], int)
+        and ref["count"] >= 0
+    )
+
+
+def _picked_apart(thread_pk: int, agent: str, upto: int, count: int) -> list[tuple[int, Any, str]]:
+    """The referenced blocks when their seqs are not contiguous: the agent's last `count` blocks
+    up to `upto`, newest first while their positions go down (a position that does not is
+    another context's: blocks are missing, and what is there is given)."""
+    rows = (
+        Block.objects.filter(thread_id=thread_pk, agent_code=agent, seq__lte=upto)
+        .order_by("-seq")
+        .values_list("seq", "position", "message", "chain_hash")[:count]
+    )
+    picked, below = [], count
+    for seq, position, message, chain_hash in rows:
+        if position >= below:
+            break
+        picked.append((seq, message, chain_hash))
+        below = position
+    return picked[::-1]
+
+
+def checkpoints_hydrate(rows: list) -> list:
+    """Put every referenced messages channel back into its checkpoint's `channel_values`.
+
+    One query for any number of checkpoints and threads: per (thread, agent), the blocks
+    between the lowest and the highest seq referenced. A checkpoint whose blocks are not
+    contiguous (another agent saved into the thread between them) takes one query of its
+    own. Blocks no longer there (purged by retention) are left out, never a failure.
+    """
+    wanted: dict[tuple[int, str], list] = {}
+    for row in rows:
+        ref = getattr(row, "messages_ref", None)
+        if _valid_ref(ref) and isinstance(row.checkpoint, dict):
+            wanted.setdefault((row.thread_id, ref["agent"]), []).append(row)
+    if not wanted:
+        return rows
+    where = Q()
+    for (thread_pk, agent), group in wanted.items():
+        low = min(row.messages_ref["upto"] - row.messages_ref["count"] + 1 for row in group)
+        high = max(row.messages_ref["upto"] for row in group)
+        where |= Q(thread_id=thread_pk, agent_code=agent, seq__gte=low, seq__lte=high)
+    found: dict[tuple[int, str], list] = {}
+    for thread_pk, agent, seq, message, chain_hash in (
+        Block.objects.filter(where)
+        .order_by("thread_id", "agent_code", "seq")
+        .values_list("thread_id", "agent_code", "seq", "message", "chain_hash")
+    ):
+        found.setdefault((thread_pk, agent), []).append((seq, message, chain_hash))
+    for key, group in wanted.items():
+        blocks = found.get(key, [])
+        index = {seq: i for i, (seq, _, _) in enumerate(blocks)}
+        shown: dict[int, Any] = {}
+        for row in group:
+            ref = row.messages_ref
+            count, end = ref["count"], index.get(ref["upto"])
+            if count == 0:
+                picked = []
+            elif end is not None and end + 1 >= count and blocks[end - count + 1][0] == ref["upto"] - count + 1:
+                picked = blocks[end - count + 1 : end + 1]
+            else:
+                picked = _picked_apart(key[0], key[1], ref["upto"], count)
+            messages = []
+            for seq, message, _ in picked:
+                if seq not in shown:
+                    shown[seq] = envelope_of(message)
+                messages.append(shown[seq])
+            values = row.checkpoint.setdefault("channel_values", {})
+            if isinstance(values, dict):
+                values[ref["channel"]] = messages
+            # The chain head of these messages: a client that read this checkpoint sends its next step as a delta.
+            if len(picked) == count:
+                row.messages_held = {"channel": ref["channel"], "head": picked[-1][2] if picked else "", "count": count}
+    return rows
