@@ -50,7 +50,7 @@ from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
 from sessions_app.checkpoints.removal import checkpoints_remove, thread_checkpoints_remove
 from sessions_app.threads.models import Block, Thread
 from memoryadmin.operations.models import EraseJob
-from memoryadmin.operations.retention import payload_bytes
+from memoryadmin.operations.sizes import payload_bytes
 
 BATCH = 2000
 # Users with more threads than this are erased by the job queue, not in the page's request.

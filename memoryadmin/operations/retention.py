@@ -45,8 +45,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable
 
 from django.db import transaction
-from django.db.models import BigIntegerField, Case, Count, Exists, F, Func, OuterRef, Q, QuerySet, Sum, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models import Case, Count, Exists, F, OuterRef, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from memoryadmin import policy as access  # "policy" names a retention policy here
@@ -66,31 +65,13 @@ from sessions_app.checkpoints.removal import (
 )
 from sessions_app.threads.models import Block, Thread
 
+from memoryadmin.operations.sizes import payload_bytes
+
 DEFAULT_BATCH = 500
 THREAD_CHUNK = 200
 DAYS_MAX = 36500
 KEEP_MAX = 1_000_000
 RULES = ("keep_checkpoints", "release_idle_days", "purge_archived_days", "store_ttl_days")
-
-
-class PayloadBytes(Func):
-    """Stored size of a column in bytes: pg_column_size on PostgreSQL, its bytes' length elsewhere."""
-
-    function = "LENGTH"
-    template = "LENGTH(CAST(%(expressions)s AS BLOB))"
-    output_field = BigIntegerField()
-
-    def as_postgresql(self, compiler, connection, **extra_context):
-        return self.as_sql(compiler, connection, template="pg_column_size(%(expressions)s)", **extra_context)
-
-
-def payload_bytes(*columns: str):
-    """Sum of the payload bytes of the given columns, 0 when there are no rows."""
-    total = None
-    for column in columns:
-        size = Coalesce(PayloadBytes(column), Value(0), output_field=BigIntegerField())
-        total = size if total is None else total + size
-    return Coalesce(Sum(total), Value(0), output_field=BigIntegerField())
 
 
 def ensure_admin(actor, action: str, target: str = "retention") -> None:
@@ -347,42 +328,6 @@ def retention_preview(*, actor=None, now: datetime | None = None) -> RetentionRe
         report.policies.append(PolicyImpact(policy=policy_snapshot(policy), impact=impact))
         report.total.add(impact)
     return report
-
-
-@dataclass
-class DraftReport:
-    """A dry run of a policy not saved: what it would remove now, and the first threads it touches."""
-
-    now: datetime
-    policy: dict[str, Any]
-    impact: Impact
-    threads: list[dict[str, Any]]  # thread_id, agent_code, rules: the first `sample` touched
-
-
-def retention_preview_draft(*, actor, agent_code: Any = "", now: datetime | None = None, sample: int = 20, **rules: Any) -> DraftReport:
-    """The dry run of the form's values, saved or not: the same selection and counts as `retention_preview`,
-    with this policy in place of the saved one of its agent (if any). Reads only; writes nothing."""
-    agent_code = _agent_code(agent_code)
-    ensure_admin(actor, "retention.preview")
-    unknown = sorted(set(rules) - set(RULES))
-    if unknown:
-        raise InvalidInput(f"{unknown[0]} is not a retention rule.", fields={unknown[0]: ["is not a retention rule."]})
-    draft = RetentionPolicy(agent_code=agent_code, **_policy_values(agent_code, *(rules.get(rule) for rule in RULES)))
-    now = now or timezone.now()
-    policies = [p for p in _policies() if p.agent_code != agent_code] + [draft]
-    selection = _selection(draft, policies, now)
-    touched: dict[str, dict[str, Any]] = {}
-    picks = [
-        ("release", selection.idle_threads),
-        ("keep", None if selection.pruned_threads is None else Thread.objects.filter(
-            pk__in=selection.excess_checkpoints().values("thread_id"))),
-        ("purge", None if selection.blocks is None else Thread.objects.filter(pk__in=selection.blocks.values("thread_id"))),
-    ]
-    for rule, threads in picks:
-        for thread_id, agent in [] if threads is None else threads.order_by("pk").values_list("thread_id", "agent_code")[:sample]:
-            touched.setdefault(thread_id, {"thread_id": thread_id, "agent_code": agent, "rules": []})["rules"].append(rule)
-    shown = sorted(touched.values(), key=lambda row: row["thread_id"])[:sample]
-    return DraftReport(now=now, policy=policy_snapshot(draft), impact=_preview_selection(selection), threads=shown)
 
 
 # --- apply, in batches ---------------------------------------------------------------------------

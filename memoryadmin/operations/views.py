@@ -19,7 +19,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from memoryadmin import params, policy
 from memoryadmin.errors import InvalidInput
 
-from memoryadmin.operations import bulk, dashboard, erase, export, retention, search
+from memoryadmin.operations import bulk, dashboard, erase, export, retention, retention_draft, search
 from memoryadmin.operations.models import EraseJob, ExportJob
 from sessions_app.threads import selectors
 
@@ -188,7 +188,7 @@ def retention_dry_run(request: HttpRequest) -> HttpResponse:
     data = request.POST
     values = {key: data.get(key, "") for key in ("agent_code", *retention.RULES)}
     try:
-        draft = retention.retention_preview_draft(actor=request.user, **values)
+        draft = retention_draft.retention_preview_draft(actor=request.user, **values)
     except InvalidInput as exc:
         context = _retention_context(request, edit=values, errors=exc.fields)
         return render(request, "operations/retention.html", context, status=400)

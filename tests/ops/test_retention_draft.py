@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from memoryadmin.errors import Forbidden, InvalidInput
-from memoryadmin.operations import retention
+from memoryadmin.operations import retention, retention_draft
 from memoryadmin.operations.models import RetentionPolicy
 
 from ..conftest import login_client
@@ -30,7 +30,7 @@ def estate(alice, bob):
 
 def test_an_unsaved_policy_counts_what_the_same_policy_saved_would_remove(estate):
     now = timezone.now()
-    draft = retention.retention_preview_draft(actor=None, agent_code="", keep_checkpoints="3", release_idle_days="30",
+    draft = retention_draft.retention_preview_draft(actor=None, agent_code="", keep_checkpoints="3", release_idle_days="30",
                                               purge_archived_days="30", now=now)
     assert not RetentionPolicy.objects.exists()
     retention.retention_policy_save(actor=None, agent_code="", keep_checkpoints=3, release_idle_days=30, purge_archived_days=30)
@@ -44,7 +44,7 @@ def test_an_unsaved_policy_counts_what_the_same_policy_saved_would_remove(estate
 def test_the_draft_takes_the_place_of_the_saved_policy_of_its_agent(estate):
     retention.retention_policy_save(actor=None, agent_code="support", keep_checkpoints=1)
     retention.retention_policy_save(actor=None, agent_code="", keep_checkpoints=1)
-    draft = retention.retention_preview_draft(actor=None, agent_code="support", purge_archived_days="10")
+    draft = retention_draft.retention_preview_draft(actor=None, agent_code="support", purge_archived_days="10")
     assert [row["thread_id"] for row in draft.threads] == ["support-1"]  # the default's threads are not this policy's
     assert draft.impact.checkpoints == 0 and draft.impact.blocks > 0
     assert RetentionPolicy.objects.get(agent_code="support").keep_checkpoints == 1
@@ -54,7 +54,7 @@ def test_the_list_of_threads_is_bounded(alice):
     for i in range(5):
         compacted(alice, f"t{i}", 3)
         checkpoints(alice, f"t{i}", 3)
-    draft = retention.retention_preview_draft(actor=None, keep_checkpoints="1", sample=3)
+    draft = retention_draft.retention_preview_draft(actor=None, keep_checkpoints="1", sample=3)
     assert len(draft.threads) == 3 and draft.impact.threads_pruned == 5
 
 
@@ -67,14 +67,14 @@ def test_the_list_of_threads_is_bounded(alice):
 ])
 def test_bad_values_are_refused_naming_the_field(rules, field):
     with pytest.raises(InvalidInput) as refused:
-        retention.retention_preview_draft(actor=None, **rules)
+        retention_draft.retention_preview_draft(actor=None, **rules)
     assert field in refused.value.fields
 
 
 def test_only_admins_dry_run(operator, alice):
     for person in (operator, alice):
         with pytest.raises(Forbidden):
-            retention.retention_preview_draft(actor=person, keep_checkpoints="1")
+            retention_draft.retention_preview_draft(actor=person, keep_checkpoints="1")
 
 
 def test_the_page_dry_runs_the_form_without_saving(client, estate, admin_user):
