@@ -62,6 +62,16 @@ def test_the_api_answers_every_generated_request_within_its_schema(case, auth_he
         del case.body["head"]
     if case.query:
         case.query.pop("cursor", None)
+    # A date range that ends before it starts is rightly a 400 naming its end, a rule between
+    # two fields that a schema cannot state (tests/sessions_app/test_triage.py): a valid case
+    # keeps one end of each range.
+    generation = getattr(case.meta, "generation", None)
+    if getattr(getattr(generation, "mode", None), "value", None) == "positive":
+        for given in (case.query, case.body):
+            if isinstance(given, dict):
+                for field in ("created", "updated"):
+                    if given.get(f"{field}_from") is not None:
+                        given.pop(f"{field}_to", None)
     case.call_and_validate(headers=auth_headers)
 
 

@@ -223,9 +223,14 @@ class StateAtCheckpointSerializer(serializers.Serializer):
     {
         "oneOf": [
             {"type": "string", "pattern": PARENT_ID_PATTERN},
-            {"type": "object", "properties": {"checkpoint_id": {"type": "string", "pattern": PARENT_ID_PATTERN, "nullable": True}}},
             {
                 "type": "object",
+                "required": ["checkpoint_id"],
+                "properties": {"checkpoint_id": {"type": "string", "pattern": PARENT_ID_PATTERN, "nullable": True}},
+            },
+            {
+                "type": "object",
+                "required": ["configurable"],
                 "properties": {"configurable": {"type": "object", "properties": {"checkpoint_id": {"type": "string", "pattern": PARENT_ID_PATTERN}}}},
             },
         ],
