@@ -353,8 +353,11 @@ def _conversation(actor, thread: Thread, data: CheckpointInput, fields: dict[str
             "A delta is for the latest checkpoint; send this checkpoint's messages whole.",
             fields={"messages": ["the checkpoint is not the thread's latest."]},
         )
+    # The blocks follow from a checkpoint write the policy already allowed (an admin's fork of
+    # another user's thread, say): they are written as the thread's owner's, whose they are.
+    writer = actor if actor.pk == thread.owner_id else thread.owner
     kept = conversation.conversation_keep(
-        actor=actor, thread=thread, metadata=data.metadata, values=whole, delta=data.messages
+        actor=writer, thread=thread, metadata=data.metadata, values=whole, delta=data.messages
     )
     body = dict(data.checkpoint)
     body["channel_values"] = {name: value for name, value in values.items() if name != channel}

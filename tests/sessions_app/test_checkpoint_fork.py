@@ -57,7 +57,10 @@ def history(alice):
 
 
 def newest():
-    return Checkpoint.objects.filter(thread__thread_id="t1").order_by("-id").first()
+    """The newest checkpoint as it reads back: its messages put back from the thread's blocks."""
+    from sessions_app.checkpoints.conversation import checkpoints_hydrate
+
+    return checkpoints_hydrate([Checkpoint.objects.filter(thread__thread_id="t1").order_by("-id").first()])[0]
 
 
 # --- the service -------------------------------------------------------------------------------
