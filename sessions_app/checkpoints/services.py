@@ -355,7 +355,7 @@ def _conversation(actor, thread: Thread, data: CheckpointInput, fields: dict[str
         )
     # The blocks follow from a checkpoint write the policy already allowed (an admin's fork of
     # another user's thread, say): they are written as the thread's owner's, whose they are.
-    writer = actor if actor.pk == thread.owner_id else thread.owner
+    writer = actor if policy.may_write(actor, owner_id=thread.owner_id, action="thread.write") else thread.owner
     kept = conversation.conversation_keep(
         actor=writer, thread=thread, metadata=data.metadata, values=whole, delta=data.messages
     )
