@@ -33,6 +33,8 @@ def _admin_url() -> str:
 
 
 def test_smallest_configuration_reports_every_measure(tmp_path):
+    if os.environ.get("DJANGO_DB_POOLER") == "transaction":
+        pytest.skip("PostgresSaver prepares its statements: it needs PostgreSQL's own sessions, not a transaction pooler")
     pytest.importorskip("langgraph.checkpoint.postgres")
     pytest.importorskip("langgraph.prebuilt")
     out = tmp_path / "figures.json"
