@@ -7,9 +7,18 @@
 Connections: one pooled `httpx.Client` for the sync calls, and one
 `httpx.AsyncClient` per event loop for the async ones (an async client's
 connections belong to the loop that opened them, so a new loop gets its own).
+Every client of the process shares one TLS context, made once (loading the
+certificates takes tens of milliseconds, which a new loop's first request would
+otherwise spend holding the interpreter), and keeps idle connections 4 s, less
+than the server's keep-alive (gunicorn.conf.py: 5 s), so a reused connection is
+not one the server is closing; up to 32 of them, enough for that many
+concurrent tasks of one loop.
 The key goes as `Authorization: Bearer <key>`; bodies are strict JSON (NaN or
 infinity is refused before anything is sent, as `MemoryAdminInvalid`, a
-ValueError, since the server would refuse them too).
+ValueError, since the server would refuse them too). A caller that has already
+made its body strict JSON (the LangGraph saver's codec) hands over the bytes
+(`Call.content`), written by orjson where it is installed (the `langgraph` extra
+brings it), and reads answers with `json_of`, which parses with orjson too.
 
 Retries (`RetryPolicy`): every request the adapters make is idempotent (a put is
 an upsert, a write an upsert by task and index, deletes and reads repeat), so
@@ -33,6 +42,8 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
+import importlib
 import json
 import math
 import random
@@ -45,7 +56,20 @@ from typing import Any
 
 import httpx
 
+try:  # the `langgraph` extra depends on it; the core works without it.
+    import orjson
+except ImportError:  # pragma: no cover - exercised by an install without the extra
+    orjson = None
+
 from .errors import MemoryAdminError, error_class, refused_here
+
+# httpx's async transport reaches the event loop through anyio, which imports its asyncio
+# backend on the first async request: a few hundred milliseconds of importing on the loop.
+# Imported here instead, with the client.
+try:
+    importlib.import_module("anyio._backends._asyncio")
+except ImportError:  # pragma: no cover - another anyio layout: imported on first use, as before
+    pass
 
 API_PREFIX = "/api/v1"
 RETRIES = 6
@@ -54,6 +78,13 @@ RETRY_BASE = 0.05
 RETRY_CAP = 1.0
 RETRY_AFTER_MAX = 60.0
 JSON_HEADERS = {"Content-Type": "application/json"}
+LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=32, keepalive_expiry=4.0)
+
+
+@functools.cache
+def tls_context():
+    """The process's one TLS context, as httpx makes it (certifi's roots, SSL_CERT_FILE honoured)."""
+    return httpx.create_ssl_context()
 
 
 def api_root(*, base_url: str) -> str:
@@ -70,6 +101,25 @@ def encode_json(*, body: Any) -> bytes | None:
         return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
     except ValueError as exc:
         raise refused_here(field="body", message=f"is not strict JSON ({exc}).") from None
+
+
+def dumps_strict(value: Any) -> bytes:
+    """JSON bytes of a value already known to be strict JSON (only dict with str keys, list,
+    str, int, finite float, bool, None): orjson where installed, else the standard library.
+    orjson writes NaN as null, so this is for values checked before (the saver's codec)."""
+    if orjson is not None:
+        try:
+            return orjson.dumps(value)
+        except TypeError:  # an integer past 64 bits, a surrogate: let the checked encoder say why
+            pass
+    return encode_json(body=value) or b"null"
+
+
+def json_of(response: httpx.Response) -> Any:
+    """The JSON body of an answer, parsed with orjson where installed."""
+    if orjson is not None:
+        return orjson.loads(response.content)
+    return response.json()
 
 
 def retry_after_seconds(*, response: httpx.Response, now: float | None = None) -> float | None:
@@ -131,6 +181,7 @@ class Call:
     """One API request: `tolerate` lists the statuses that mean "nothing there" (answered None, not raised).
 
     `headers` are sent with this request only (an `If-Match`, say), on top of the client's.
+    `content`, when given, is the body as strict JSON bytes already (then `body` is not used).
     """
 
     method: str
@@ -139,6 +190,7 @@ class Call:
     body: Any = None
     tolerate: tuple[int, ...] = ()
     headers: Mapping[str, str] | None = None
+    content: bytes | None = None
 
 
 def request_headers(*, call: Call, content: bytes | None) -> dict[str, str] | None:
@@ -197,14 +249,17 @@ class HTTPClient:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self._timeout = timeout
         self._async_transport = async_transport
-        self._client = httpx.Client(base_url=self.base_url, headers=self.headers, timeout=timeout, transport=transport)
+        self._client = httpx.Client(
+            base_url=self.base_url, headers=self.headers, timeout=timeout, transport=transport,
+            verify=tls_context(), limits=LIMITS,
+        )
         self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
 
     def send(self, call: Call) -> httpx.Response | None:
         """`call` over the sync client, retried as the policy says; None for a tolerated status."""
-        content = encode_json(body=call.body)
+        content = call.content if call.content is not None else encode_json(body=call.body)
         headers = request_headers(call=call, content=content)
         attempt = 0
         while True:
@@ -225,7 +280,7 @@ class HTTPClient:
 
     async def asend(self, call: Call) -> httpx.Response | None:
         """`call` over the running loop's async client, retried as the policy says; None for a tolerated status."""
-        content = encode_json(body=call.body)
+        content = call.content if call.content is not None else encode_json(body=call.body)
         headers = request_headers(call=call, content=content)
         attempt = 0
         while True:
@@ -253,18 +308,20 @@ class HTTPClient:
         client = self._async_clients.get(loop)
         if client is None or client.is_closed:
             client = httpx.AsyncClient(
-                base_url=self.base_url, headers=self.headers, timeout=self._timeout, transport=self._async_transport
+                base_url=self.base_url, headers=self.headers, timeout=self._timeout, transport=self._async_transport,
+                verify=tls_context(), limits=LIMITS,
             )
             self._async_clients[loop] = client
         return client
 
     async def _async_client_made(self) -> httpx.AsyncClient:
-        """The running loop's AsyncClient, made in a worker thread: making one loads the TLS
-        certificates, which would hold the event loop for tens of milliseconds."""
+        """The running loop's AsyncClient, made in a worker thread: with the shared TLS context
+        it loads no certificates, but setting up its pool still takes milliseconds."""
         loop = asyncio.get_running_loop()
         made = await asyncio.to_thread(
             httpx.AsyncClient,
             base_url=self.base_url, headers=self.headers, timeout=self._timeout, transport=self._async_transport,
+            verify=tls_context(), limits=LIMITS,
         )
         client = self._async_clients.get(loop)
         if client is not None and not client.is_closed:  # another task of this loop made one meanwhile
@@ -304,7 +361,9 @@ __all__ = [
     "RetryPolicy",
     "answered",
     "api_root",
+    "dumps_strict",
     "encode_json",
+    "json_of",
     "error_from",
     "request_headers",
     "retry_after_seconds",

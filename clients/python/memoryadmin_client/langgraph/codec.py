@@ -26,6 +26,8 @@ from langgraph.checkpoint.base import Checkpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from ..http import dumps_strict
+
 BLOB_KEY = "$blob"
 
 # LangGraph types sent in the `{"lc": 2}` constructor form, which JsonPlusSerializer
@@ -57,7 +59,8 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64
 
 def _plain(value: Any, depth: int = 0) -> bool:
     """Whether a value is JSON as it stands (exact types, storable, not envelope-shaped):
-    what json.loads(json.dumps(value)) gives back unchanged."""
+    what json.loads(json.dumps(value)) gives back unchanged. Loops rather than generators,
+    and strings (most items) checked in line: it runs over every message of a step."""
     kind = type(value)
     if kind is str:
         return "\x00" not in value
@@ -70,11 +73,25 @@ def _plain(value: Any, depth: int = 0) -> bool:
     if depth > 64:
         return False
     if kind is list:
-        return all(_plain(item, depth + 1) for item in value)
+        for item in value:
+            if type(item) is str:
+                if "\x00" in item:
+                    return False
+            elif not _plain(item, depth + 1):
+                return False
+        return True
     if kind is dict:
-        return not _reserved(value) and all(
-            type(key) is str and "\x00" not in key and _plain(item, depth + 1) for key, item in value.items()
-        )
+        if _reserved(value):
+            return False
+        for key, item in value.items():
+            if type(key) is not str or "\x00" in key:
+                return False
+            if type(item) is str:
+                if "\x00" in item:
+                    return False
+            elif not _plain(item, depth + 1):
+                return False
+        return True
     return False
 
 
@@ -104,11 +121,18 @@ class _MessageShape:
                     continue
                 if (factory() if factory is not None else default) == value:
                     continue
+            # Each field checked as it is taken (the field names themselves are plain).
+            if type(value) is str:
+                if "\x00" in value:
+                    return None
+            elif not _plain(value, 1):
+                return None
             kwargs[name] = value
         if self.attributes:
-            kwargs.update(message.lc_attributes)  # AIMessage's tool calls, as to_json adds them
-        if not _plain(kwargs):
-            return None
+            extra = message.lc_attributes  # AIMessage's tool calls, as to_json adds them
+            if not _plain(extra):
+                return None
+            kwargs.update(extra)
         return {"lc": 1, "type": "constructor", "id": self.id, "kwargs": kwargs}
 
 
@@ -241,6 +265,12 @@ class ValueCodec:
             name: self.dump(item) for name, item in checkpoint.get("channel_values", {}).items() if name != leave_out
         }
         return body
+
+    @staticmethod
+    def encode(body: Any) -> bytes:
+        """A body made of what `dump` gives (strict JSON by construction) as JSON bytes, in one
+        pass and without reading it back (orjson where installed, `http.dumps_strict`)."""
+        return dumps_strict(body)
 
     def load_checkpoint(self, body: dict[str, Any]) -> Checkpoint:
         checkpoint = {key: self.load(item) for key, item in body.items() if key != "channel_values"}
