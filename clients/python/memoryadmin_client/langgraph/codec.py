@@ -95,6 +95,10 @@ def _plain(value: Any, depth: int = 0) -> bool:
     return False
 
 
+_REQUIRED = object()
+_EXCLUDED = object()
+
+
 class _MessageShape:
     """How LangChain's `to_json` writes one message class, read once: its id and each field's
     default, so that a message whose fields are plain JSON is written without `dumpd`'s
@@ -104,23 +108,24 @@ class _MessageShape:
     def __init__(self, kind: type) -> None:
         self.id = kind.lc_id()
         self.attributes = "lc_attributes" in kind.__dict__
-        self.fields = []
+        # Per field written: its default (a factory's value made once), or REQUIRED.
+        self.defaults: dict[str, Any] = {}
         for name, info in kind.model_fields.items():
             if info.exclude:
                 continue
             factory = info.default_factory
-            self.fields.append((name, info.is_required(), factory, None if factory else info.default))
+            self.defaults[name] = _REQUIRED if info.is_required() else factory() if factory is not None else info.default
 
     def envelope(self, message: Any) -> dict[str, Any] | None:
-        values = message.__dict__
+        defaults = self.defaults
         kwargs: dict[str, Any] = {}
-        for name, required, factory, default in self.fields:
-            value = values.get(name)
-            if not (required or value):
-                if factory is dict and type(value) is dict or factory is list and type(value) is list:
-                    continue
-                if (factory() if factory is not None else default) == value:
-                    continue
+        for name, value in message.__dict__.items():
+            default = defaults.get(name, _EXCLUDED)
+            if default is _EXCLUDED:
+                continue
+            # A field left at its default is left out, as to_json leaves it out (a falsy one only).
+            if not value and default is not _REQUIRED and default == value:
+                continue
             # Each field checked as it is taken (the field names themselves are plain).
             if type(value) is str:
                 if "\x00" in value:
@@ -193,7 +198,13 @@ class ValueCodec:
             return value
         if kind is list or kind is tuple:
             # LangGraph's own serializer gives a tuple back as a list; so does this one.
-            return [self._json(item) for item in value]
+            out = []
+            for item in value:
+                # A list of messages (the messages channel) is the common case: straight to the shape.
+                shape = MESSAGE_SHAPES.get(type(item))
+                envelope = shape.envelope(item) if shape is not None else None
+                out.append(envelope if envelope is not None else self._json(item))
+            return out
         if kind is dict:
             if not all(type(key) is str and "\x00" not in key for key in value) or _reserved(value):
                 raise _NotJson
