@@ -17,6 +17,15 @@ from memoryadmin.models import ApiKey
 
 from ..conftest import api_client_for, make_user
 
+@pytest.fixture(autouse=True)
+def key_cache(settings):
+    """The cache as production runs it (the rest of the suite runs with it off), empty at each end."""
+    settings.MEMORYADMIN_APIKEY_CACHE_SECONDS = 5
+    apikeys.apikey_cache_forget()
+    yield
+    apikeys.apikey_cache_forget()
+
+
 CHECKPOINT = {"v": 1, "id": "c-1", "ts": "2024-01-01T00:00:00+00:00", "channel_values": {"x": 1},
               "channel_versions": {"x": "1"}, "versions_seen": {}}
 
@@ -28,9 +37,11 @@ def _put(client, thread_id: str, checkpoint_id: str):
 
 def test_a_key_checked_a_moment_ago_costs_no_query(alice, django_assert_num_queries):
     plaintext = apikey_create(owner=alice).plaintext
-    apikey_authenticate(plaintext)
-    with django_assert_num_queries(0):
-        assert apikey_authenticate(plaintext).owner.pk == alice.pk
+    first = apikey_authenticate(plaintext)
+    with django_assert_num_queries(0):  # no lookup, and no write of last_used_at either
+        again = apikey_authenticate(plaintext)
+        assert again.owner.pk == alice.pk and roles.role_of(again.owner) == "member"
+    assert again is not first and again.owner is not first.owner  # each request its own instances
     with override_settings(MEMORYADMIN_APIKEY_CACHE_SECONDS=0):
         apikeys.apikey_cache_forget()
         apikey_authenticate(plaintext)

@@ -51,6 +51,7 @@ import json
 import math
 import random
 import time
+import urllib.request
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -89,6 +90,11 @@ LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=32, keepali
 def tls_context():
     """The process's one TLS context, as httpx makes it (certifi's roots, SSL_CERT_FILE honoured)."""
     return httpx.create_ssl_context()
+
+
+def _environment_proxies() -> bool:
+    """Whether the environment names a proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY), as httpx reads it."""
+    return any(scheme in urllib.request.getproxies() for scheme in ("http", "https", "all"))
 
 
 def api_root(*, base_url: str) -> str:
@@ -253,16 +259,24 @@ class HTTPClient:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self._timeout = timeout
         self._async_transport = async_transport
+        # Without a transport given and without a proxy in the environment, a sync call skips
+        # httpx's client (its URL merging and cookie jar cost more than the request itself):
+        # the request is made here and handed to the transport (`_send_direct`).
+        self._direct: PlainHTTPTransport | None = None
         if transport is None:
             # Plain http:// over the client's own lean HTTP/1.1 (memoryadmin_client.wire), https:// over httpx's.
             transport = PlainHTTPTransport(
                 fallback=httpx.HTTPTransport(verify=tls_context(), limits=LIMITS),
                 max_idle=LIMITS.max_keepalive_connections, keepalive_expiry=LIMITS.keepalive_expiry,
             )
+            if not _environment_proxies():
+                self._direct = transport
         self._client = httpx.Client(
             base_url=self.base_url, headers=self.headers, timeout=timeout, transport=transport,
             verify=tls_context(), limits=LIMITS,
         )
+        self._direct_headers = dict(self._client.headers)  # the client's own (User-Agent, Accept-Encoding…) and ours
+        self._direct_timeouts = httpx.Timeout(timeout).as_dict()
         self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
@@ -274,9 +288,12 @@ class HTTPClient:
         attempt = 0
         while True:
             try:
-                response = self._client.request(
-                    call.method, call.path, params=call.params or None, content=content, headers=headers
-                )
+                if self._direct is not None:
+                    response = self._send_direct(call, content, headers)
+                else:
+                    response = self._client.request(
+                        call.method, call.path, params=call.params or None, content=content, headers=headers
+                    )
             except httpx.TransportError:
                 wait = self.retry.wait(attempt=attempt, response=None)
                 if wait is None:
@@ -287,6 +304,22 @@ class HTTPClient:
                     return answered(response=response, tolerate=call.tolerate)
             time.sleep(wait)
             attempt += 1
+
+    def _send_direct(self, call: Call, content: bytes | None, headers: Mapping[str, str] | None) -> httpx.Response:
+        """What httpx's client would send (its headers, the timeouts, the merged URL), built
+        once and handed to the transport; the answer read whole, as the client reads it."""
+        request = httpx.Request(
+            call.method, self.base_url + call.path, params=call.params or None,
+            headers={**self._direct_headers, **headers} if headers else self._direct_headers,
+            content=content, extensions={"timeout": self._direct_timeouts},
+        )
+        response = self._direct.handle_request(request)
+        response.request = request
+        try:
+            response.read()
+        finally:
+            response.close()
+        return response
 
     async def asend(self, call: Call) -> httpx.Response | None:
         """`call` over the running loop's async client, retried as the policy says; None for a tolerated status."""
