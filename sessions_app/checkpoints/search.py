@@ -308,6 +308,15 @@ class ThreadListQuery:
     def querystring(self) -> str:
         return urlencode(self.fields())
 
+    def sorted_by(self, sort: str) -> "ThreadListQuery":
+        """The same filter sorted by `sort`: a column header's link. The column sorted already turns
+        its order round; another starts descending (ascending for the title, A to Z)."""
+        if sort == self.sort:
+            order = "asc" if self.order == "desc" else "desc"
+        else:
+            order = "asc" if sort == "title" else "desc"
+        return ThreadListQuery(filters=self.filters, meta=self.meta, sort=sort, order=order)
+
 
 def _values(data: Mapping[str, Any], name: str) -> list[Any]:
     if hasattr(data, "getlist"):
