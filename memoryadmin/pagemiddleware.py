@@ -1,14 +1,14 @@
 """The page middleware, left out of API requests that carry an API key.
 
 An agent's call (`/api/…` with `Authorization: Bearer <key>` or `X-Api-Key`) has no
-session, no CSRF cookie (DRF's API-key authentication needs none), no flash messages, no
-htmx headers and no sign-in form, and its JSON answer is no page a content security policy
-applies to. Each class here is one of Django's or a library's page
+session, no flash messages, no htmx headers and no sign-in form, and its JSON answer is no
+page a content security policy applies to. Each class here is one of Django's or a library's page
 middleware that steps aside for such a request (the request goes straight to the next one)
 and runs as before for everything else: pages, the browser's own API calls (session and
 CSRF), requests without a key. What every request keeps is in settings.MIDDLEWARE around
-them: metrics, request limits, the security and frame headers, the replica router and the
-error pages.
+them: metrics, request limits, the security and frame headers, CSRF (Django's deploy check
+wants it by name; DRF's views are exempt from it, and its session authentication checks
+CSRF itself), the replica router and the error pages.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from csp.middleware import CSPMiddleware
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
-from django.middleware.csrf import CsrfViewMiddleware
 from django_htmx.middleware import HtmxMiddleware
 
 # A middleware's hooks Django calls itself (by their presence, once), and what a skipped one
@@ -64,7 +63,6 @@ def _pages_only(base: type) -> type:
 
 
 Sessions = _pages_only(SessionMiddleware)
-Csrf = _pages_only(CsrfViewMiddleware)
 Authentication = _pages_only(AuthenticationMiddleware)
 Messages = _pages_only(MessageMiddleware)
 ContentSecurityPolicy = _pages_only(CSPMiddleware)
