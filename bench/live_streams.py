@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import resource
 import signal
 import time
 from urllib.parse import urlsplit
@@ -144,6 +145,9 @@ async def main() -> None:
         "delay_p50_ms": round(_percentile(totals.delays, 0.5) * 1000, 1),
         "delay_p99_ms": round(_percentile(totals.delays, 0.99) * 1000, 1),
         "delay_max_ms": round(max(totals.delays, default=0) * 1000, 1),
+        # What holding the streams cost this client (it shares the machine with the server).
+        "client_cpu_s": round(resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime, 1),
+        "wall_s": round(time.time() - started, 1),
     }), flush=True)
 
 

@@ -18,12 +18,15 @@ outlives its middleware calls `let_go(request)`: when the response starts (every
 middleware has run), the request's thread closes its database connections and ends.
 What the response still does in a thread afterwards (a stream's reads and its close)
 runs on a few threads the process's long-lived responses share (`SHARED_THREADS`),
-one call at a time per request as before, each call giving its connection back.
+each call giving its connection back. Work a long-lived response hands to a task that
+may outlive it (reads and renewals shared by several streams) asks `shared_threads()`
+for those threads explicitly, since the request's context ends with the request.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextvars import ContextVar
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext
@@ -35,6 +38,7 @@ REQUEST_THREAD = "memoryadmin.request_thread"
 # after their own threads were let go: their reads queue here rather than each holding a thread.
 SHARED_THREADS = 2
 _shared = ThreadPoolExecutor(max_workers=SHARED_THREADS, thread_name_prefix="memoryadmin-long-lived")
+_current: ContextVar[RequestThread | None] = ContextVar("memoryadmin_request_thread", default=None)
 
 
 class RequestThread(Executor):
@@ -77,6 +81,13 @@ def let_go(request: Any) -> None:
         thread.long_lived = True
 
 
+def shared_threads() -> Executor | None:
+    """The shared threads when the current request is a long-lived response under RequestThreads;
+    None elsewhere (the development server, tests): run the work thread-sensitive, as Django does."""
+    thread = _current.get()
+    return _shared if thread is not None and thread.long_lived else None
+
+
 class RequestThreads:
     """An ASGI wrapper: each HTTP request's synchronous work on its own `RequestThread`."""
 
@@ -95,10 +106,12 @@ class RequestThreads:
                 thread.release()
             await send(message)
 
+        token = _current.set(thread)
         try:
             # Django's handler enters a context of its own inside this one, which keeps this one.
             async with ThreadSensitiveContext(executor=thread):
                 await self.app(scope, receive, sending)
         finally:
+            _current.reset(token)
             # Idle by now (the response is closed); its thread exits without being waited for.
             thread.shutdown(wait=False)

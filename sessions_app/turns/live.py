@@ -41,6 +41,7 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 from django.utils.html import escape
 
+from memoryadmin.requestthread import shared_threads
 from sessions_app.threads.models import Thread
 from sessions_app.threads.notify import ENDS
 from sessions_app.turns import listener
@@ -90,7 +91,9 @@ def database_slot() -> asyncio.Semaphore:
 def released(fn: Callable) -> Callable:
     """`fn` run in a thread when a slot is free, its database connection given back when it returns.
 
-    Inside a transaction (tests) the connection belongs to the caller and stays."""
+    Under the ASGI server, on the threads the process's streams share (memoryadmin/requestthread.py),
+    also from a task that outlives the stream that started it; elsewhere thread-sensitive, as
+    Django runs it. Inside a transaction (tests) the connection belongs to the caller and stays."""
 
     def call(*args, **kwargs):
         try:
@@ -99,13 +102,43 @@ def released(fn: Callable) -> Callable:
             if not connection.in_atomic_block:
                 connection.close()
 
-    in_thread = sync_to_async(call)
-
     async def run(*args, **kwargs):
         async with database_slot():
-            return await in_thread(*args, **kwargs)
+            shared = shared_threads()
+            if shared is None:
+                return await sync_to_async(call)(*args, **kwargs)
+            return await sync_to_async(call, thread_sensitive=False, executor=shared)(*args, **kwargs)
 
     return run
+
+
+class SharedReads:
+    """The reads of this event loop's streams: streams of one thread woken by one notification,
+    which have sent the same chunks, share one read (10 tabs on a thread: one read, not 10)."""
+
+    def __init__(self):
+        self._running: dict[tuple, asyncio.Future] = {}
+
+    async def read(self, thread_pk: int, followed: int | None, after: int, resume: tuple[int, int] | None):
+        key = (thread_pk, followed, after, resume)
+        running = self._running.get(key)
+        if running is None:
+            running = self._running[key] = asyncio.ensure_future(released(_read)(*key))
+            running.add_done_callback(lambda _: self._running.pop(key, None))
+        # Shielded: a stream that leaves does not cancel the read the others wait for.
+        return await asyncio.shield(running)
+
+
+_reads: dict[asyncio.AbstractEventLoop, SharedReads] = {}
+
+
+def shared_reads() -> SharedReads:
+    loop = asyncio.get_running_loop()
+    for ended in [other for other in _reads if other.is_closed()]:
+        del _reads[ended]
+    if loop not in _reads:
+        _reads[loop] = SharedReads()
+    return _reads[loop]
 
 
 # The shortest time between two renewals by the process's task (tests use heartbeats of 0).
@@ -250,7 +283,7 @@ async def turn_events(
     start = loop.time()
     next_beat = start + heartbeat
     watch = None
-    read, release_async = released(_read), release and released(release)
+    read, release_async = shared_reads().read, release and released(release)
     kept = leases()
     if lease_id is not None:
         kept.add(lease_id, heartbeat)
