@@ -41,6 +41,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import shutil
 import subprocess
 import sys
@@ -251,7 +252,7 @@ def hold_streams(base: str, cookie: str, key: str, threads: list[str], streams: 
     holder = subprocess.Popen(
         [sys.executable, str(ROOT / "bench" / "live_streams.py"), "--base", base, "--cookie", cookie, "--key", key,
          "--threads", ",".join(threads), "--streams", str(streams), "--seconds", str(seconds),
-         "--chunks-per-second", str(args.chunks_per_second)],
+         "--chunks-per-second", str(args.chunks_per_second), "--feed-on-signal"],
         cwd=ROOT, stdout=subprocess.PIPE, text=True,
     )
     deadline = time.monotonic() + 120
@@ -340,7 +341,7 @@ def bulk_job_with_streams(url: str, admin, owner, count: int) -> str:
     )
 
 
-def stream_report(holder: subprocess.Popen, master: int, url: str, streams: int, cost: dict) -> str:
+def stream_report(holder: subprocess.Popen, master: int, url: str, streams: int, cost: dict, args) -> str:
     """What the streams saw, and what holding them cost the server (threads, connections)."""
     import psycopg
 
@@ -365,10 +366,13 @@ def stream_report(holder: subprocess.Popen, master: int, url: str, streams: int,
         f"p50 {seen.get('delay_p50_ms')} ms, p99 {seen.get('delay_p99_ms')} ms, max {seen.get('delay_max_ms')} ms after "
         f"they were sent (the client used {seen.get('client_cpu_s')} s of CPU in {seen.get('wall_s')} s). "
         f"Threads per worker process: {threads}; PostgreSQL connections of the server (pools and "
-        f"listeners): {connections - 1}. Holding them (no other client, chunks still flowing): the workers' CPU went "
-        f"from {cost['cpu_before'] * 100:.1f} % to {cost['cpu_with'] * 100:.1f} % of one core "
-        f"({(cost['cpu_with'] - cost['cpu_before']) * 1e6 / max(1, streams) / cost['beats_per_s']:.0f} µs of CPU per stream "
-        f"and heartbeat, chunk events included), their memory from {cost['rss_before']:.0f} MiB to "
+        f"listeners): {connections - 1}. What holding them costs (10 s windows, no other client): the workers' CPU "
+        f"{cost['cpu_before'] * 100:.1f} % of one core with no stream, {cost['cpu_beats'] * 100:.1f} % with the streams "
+        f"open and only their heartbeats ({cost['beats_per_s']:.0f} a second: "
+        f"{(cost['cpu_beats'] - cost['cpu_before']) * 1e6 / cost['beats_per_s']:.0f} µs of CPU per heartbeat), "
+        f"{cost['cpu_chunks'] * 100:.1f} % with {args.chunks_per_second:g} chunks a second too ({cost['events_per_s']:.0f} "
+        f"chunk events a second: {(cost['cpu_chunks'] - cost['cpu_beats']) * 1e6 / cost['events_per_s']:.0f} µs per event, "
+        f"the chunk's append included); the workers' memory went from {cost['rss_before']:.0f} MiB to "
         f"{cost['rss_with']:.0f} MiB ({(cost['rss_with'] - cost['rss_before']) * 1024 / max(1, streams):.0f} KiB per stream)."
     )
 
@@ -452,8 +456,15 @@ def main() -> None:
             if streams:
                 cost["cpu_before"], cost["rss_before"] = idle_cost(server.pid)
                 holder = hold_streams(base, cookie, key, member_threads[: args.stream_threads], streams, args)
-                cost["cpu_with"], cost["rss_with"] = idle_cost(server.pid)
-                cost["beats_per_s"] = 1 / float(os.environ.get("MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS") or 5)
+                # Heartbeats alone (once the last opens and first reads are done), then with the
+                # chunks flowing; no other client meanwhile.
+                time.sleep(5)
+                cost["cpu_beats"], cost["rss_with"] = idle_cost(server.pid)
+                holder.send_signal(signal.SIGUSR1)
+                time.sleep(3)
+                cost["cpu_chunks"], _ = idle_cost(server.pid)
+                cost["beats_per_s"] = streams / float(os.environ.get("MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS") or 5)
+                cost["events_per_s"] = args.chunks_per_second * streams / min(streams, args.stream_threads)
             for name, script in scripts.items():
                 bench.log(f"{label}: {name} for {args.duration}s …")
                 if args.warmup:
@@ -471,7 +482,7 @@ def main() -> None:
                 if args.job_threads:
                     bench.log(f"{label}: a bulk purge of {args.job_threads:,} threads …")
                     stream_notes.append(bulk_job_with_streams(url, admin, members[1], args.job_threads))
-                stream_notes.append(stream_report(holder, server.pid, url, streams, cost))
+                stream_notes.append(stream_report(holder, server.pid, url, streams, cost, args))
                 holder = None
             served, failed = server_errors(base)
         finally:

@@ -187,7 +187,10 @@ class Leases:
     async def renew(self, lease_id: int, max_age: float) -> bool:
         """False when the stream's lease is gone (it expired and its place may be taken)."""
         loop = asyncio.get_running_loop()
-        if lease_id not in self._gone and loop.time() - self._renewed.get(lease_id, float("-inf")) < max_age:
+        # While the process's task renews every half heartbeat, a renewal up to a heartbeat
+        # old is its last one (the statement takes a moment): no need to renew in a thread.
+        fresh = 2 * max_age if self._ticker is not None else max_age
+        if lease_id not in self._gone and loop.time() - self._renewed.get(lease_id, float("-inf")) < fresh:
             return True
         if self._running is None:
             self._running = asyncio.ensure_future(self._renew_all())
