@@ -67,7 +67,9 @@ class BodyLimit:
         return await self.app(scope, limited_receive, send)
 
 
-application = BodyLimit(RequestThreads(django_application), settings.MEMORYADMIN_MAX_BODY_BYTES)
+# RequestThreads outside: BodyLimit marks the very scope it hands to Django (a body found too
+# large while it is read), so nothing may copy the scope between the two.
+application = RequestThreads(BodyLimit(django_application, settings.MEMORYADMIN_MAX_BODY_BYTES))
 
 if not settings.DEBUG and not settings.TESTING and not settings.STATIC_COLLECTED:
     logging.getLogger("memoryadmin").warning(
