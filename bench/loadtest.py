@@ -32,7 +32,9 @@ to what the streams need (or the run stops, saying so).
 
 The target (docs/scaling.md): with 500 streams open, every API scenario's p99 under
 250 ms and no 5xx, and the job finished. On 2 cores the whole run takes about
-2 × 7 × (60 + 5 + a few) s plus loading and the job: 20 to 25 minutes.
+2 × 7 × (60 + 5 + a few) s, plus loading (1 to 2 minutes) and the job (a purge does a
+few tens of threads a second on a quiet 2-core machine, so 10 000 take several
+minutes): 25 to 40 minutes.
 """
 
 from __future__ import annotations
