@@ -153,7 +153,7 @@ class Leases:
       (`streams.stream_renew_statement`): no thread and no pooled connection, so renewals
       never queue behind the streams' reads or the pages' and API's synchronous work, and
       a stream waiting on a slow read keeps its place. A stream at its heartbeat finds its
-      lease renewed less than half a heartbeat ago and goes on without a query.
+      lease renewed less than a heartbeat ago and goes on without a query.
     - otherwise (SQLite, the listener reconnecting, or a lease that statement did not
       find) the stream at its heartbeat asks for a renewal in a thread: one statement
       renews every open lease of the process (`streams.stream_renew_many`), and every
