@@ -12,7 +12,8 @@ are in docs/scaling.md ("Serving on one machine").
 - Worker class: uvicorn's ASGI worker (the uvicorn-worker package). Each worker
   process runs one event loop: live-turn streams are coroutines waiting on
   PostgreSQL's LISTEN/NOTIFY (sessions_app/turns/listener.py), so an open stream
-  holds no request capacity; synchronous views run in threads as Django's ASGI
+  holds no request capacity and no thread (memoryadmin/requestthread.py lets its
+  request's thread go); synchronous views run in threads as Django's ASGI
   handler runs them (a thread per request, so no persistent database
   connections: a psycopg pool per process, memoryadmin/settings.py). gunicorn
   stays the process manager: it restarts a dead worker, recycles workers after

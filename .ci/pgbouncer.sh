@@ -6,6 +6,9 @@
 # when the command ends. DATABASE_URL and DJANGO_DB_POOLER are set for the command, and
 # DATABASE_LISTEN_URL, where the live-turn streams' listener reaches PostgreSQL itself
 # (LISTEN needs a session of its own, which transaction pooling does not give).
+# PGBOUNCER_DATABASE (default postgres) names the database of DATABASE_URL; the test
+# suite's database is test_<that name>, so two runs on one PostgreSQL give different names
+# (and different PGBOUNCER_PORTs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT="${PGBOUNCER_PORT:-6432}"
@@ -42,6 +45,7 @@ trap 'kill "$(cat "$DIR/pgbouncer.pid" 2>/dev/null)" 2>/dev/null || true' EXIT
 for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p "$PORT" && break; sleep 0.2; done
 # POSTGRES_DIRECT_PORT: where a client that needs a session of its own (prepared statements,
 # LISTEN) reaches PostgreSQL itself.
-export DATABASE_URL="postgres://postgres@127.0.0.1:$PORT/postgres" DJANGO_DB_POOLER=transaction POSTGRES_DIRECT_PORT=5432
-export DATABASE_LISTEN_URL="postgres://postgres@127.0.0.1:5432/postgres"
+DBNAME="${PGBOUNCER_DATABASE:-postgres}"
+export DATABASE_URL="postgres://postgres@127.0.0.1:$PORT/$DBNAME" DJANGO_DB_POOLER=transaction POSTGRES_DIRECT_PORT=5432
+export DATABASE_LISTEN_URL="postgres://postgres@127.0.0.1:5432/$DBNAME"
 "$@"

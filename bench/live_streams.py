@@ -7,7 +7,7 @@ Opens `--streams` event streams of the dashboard (`/threads/<id>/turns/stream`, 
 over `--threads`, whose pending turns it begins through the API), keeps them open for
 `--seconds` at most, and reopens one that ends (a 429 waits for its Retry-After). Tabs
 open at `--open-rate` a second, not all in the same instant.
-Meanwhile it appends `--chunks-per-second` chunks through the API, round robin over the
+Meanwhile (with `--feed-on-signal`, once it gets SIGUSR1) it appends `--chunks-per-second` chunks through the API, round robin over the
 threads, each carrying the time it was sent, so every stream of that thread receives
 it and the delivery delay is measured. Stops at `--seconds` or on SIGTERM and prints
 one JSON line: streams opened, refusals, chunks sent and received, delivery delay
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import resource
 import signal
 import time
 from urllib.parse import urlsplit
@@ -84,12 +85,13 @@ async def hold_stream(host: str, port: int, path: str, cookie: str, totals: Tota
             writer.close()
 
 
-async def feed(base: str, key: str, threads: list[str], rate: float, totals: Totals, stop: asyncio.Event) -> None:
+async def feed(base: str, key: str, threads: list[str], rate: float, totals: Totals, stop: asyncio.Event, go: asyncio.Event) -> None:
     """An agent streaming its answers: chunks through the API, stamped with the time sent."""
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as http:
         for thread in threads:
             (await http.post(f"/api/v1/threads/{thread}/turns", json={"question": "load"})).raise_for_status()
+        await go.wait()
         n = 0
         while not stop.is_set():
             thread = threads[n % len(threads)]
@@ -117,6 +119,7 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=600)
     parser.add_argument("--chunks-per-second", type=float, default=10)
     parser.add_argument("--open-rate", type=float, default=50, help="streams opened per second at the start")
+    parser.add_argument("--feed-on-signal", action="store_true", help="append chunks only after SIGUSR1 (heartbeats alone until then)")
     args = parser.parse_args()
     if args.streams > 5000 or args.seconds > 7200:
         raise SystemExit("bounded: at most 5000 streams for at most 2 hours")
@@ -125,6 +128,10 @@ async def main() -> None:
     totals, stop = Totals(), asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
+    go = asyncio.Event()
+    loop.add_signal_handler(signal.SIGUSR1, go.set)
+    if not args.feed_on_signal:
+        go.set()
     loop.call_later(args.seconds, stop.set)
     started = time.time()
     holders = []
@@ -132,7 +139,7 @@ async def main() -> None:
         path = f"/threads/{threads[i % len(threads)]}/turns/stream"
         holders.append(asyncio.create_task(hold_stream(url.hostname, url.port, path, args.cookie, totals, stop, args.streams)))
         await asyncio.sleep(1 / args.open_rate)
-    feeder = asyncio.create_task(feed(args.base, args.key, threads, args.chunks_per_second, totals, stop))
+    feeder = asyncio.create_task(feed(args.base, args.key, threads, args.chunks_per_second, totals, stop, go))
     await stop.wait()
     for task in [*holders, feeder]:
         task.cancel()
@@ -144,6 +151,9 @@ async def main() -> None:
         "delay_p50_ms": round(_percentile(totals.delays, 0.5) * 1000, 1),
         "delay_p99_ms": round(_percentile(totals.delays, 0.99) * 1000, 1),
         "delay_max_ms": round(max(totals.delays, default=0) * 1000, 1),
+        # What holding the streams cost this client (it shares the machine with the server).
+        "client_cpu_s": round(resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime, 1),
+        "wall_s": round(time.time() - started, 1),
     }), flush=True)
 
 

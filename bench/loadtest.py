@@ -21,10 +21,20 @@ Then every scenario again with `--streams` (500) live-turn streams open on a fre
 server: bench/live_streams.py holds them (dashboard event streams over 50 threads
 with pending turns, reopened if one ends) and appends 10 chunks a second through the
 API, each stamped with its sending time, so the report also gives how long a chunk
-took to reach the streams. Reports requests/s, p50/p95/p99 and errors (any non-2xx
+took to reach the streams. With the streams still open, a bulk purge of `--job-threads`
+(10 000) threads of their own runs on the job queue (a `manage.py jobs_worker` beside
+the server) and must finish. Reports requests/s, p50/p95/p99 and errors (any non-2xx
 answer or socket error counts), the server's 5xx count from /metrics, and, with the
-streams open, the worker processes' threads and the server's PostgreSQL connections;
-`--write` puts the table in docs/benchmarks.md. Loopback only.
+streams open, the worker processes' threads, memory and idle CPU (what holding the
+streams costs), the server's PostgreSQL connections and the job's time; `--write` puts
+the table in docs/benchmarks.md. Loopback only; the file-descriptor limit is raised
+to what the streams need (or the run stops, saying so).
+
+The target (docs/scaling.md): with 500 streams open, every API scenario's p99 under
+250 ms and no 5xx, and the job finished. On 2 cores the whole run takes about
+2 × 7 × (60 + 5 + a few) s, plus loading (1 to 2 minutes) and the job (a purge does a
+few tens of threads a second on a quiet 2-core machine, so 10 000 take several
+minutes): 25 to 40 minutes.
 """
 
 from __future__ import annotations
@@ -32,6 +42,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import signal
 import shutil
 import subprocess
 import sys
@@ -238,11 +250,11 @@ def hold_streams(base: str, cookie: str, key: str, threads: list[str], streams: 
     from sessions_app.turns.models import TurnStreamLease
 
     scenarios = 7 if not args.only else len(args.only.split(","))
-    seconds = scenarios * (args.duration + args.warmup + 30) + 300
+    seconds = scenarios * (args.duration + args.warmup + 30) + 300 + (JOB_SECONDS_MAX if args.job_threads else 0)
     holder = subprocess.Popen(
         [sys.executable, str(ROOT / "bench" / "live_streams.py"), "--base", base, "--cookie", cookie, "--key", key,
          "--threads", ",".join(threads), "--streams", str(streams), "--seconds", str(seconds),
-         "--chunks-per-second", str(args.chunks_per_second)],
+         "--chunks-per-second", str(args.chunks_per_second), "--feed-on-signal"],
         cwd=ROOT, stdout=subprocess.PIPE, text=True,
     )
     deadline = time.monotonic() + 120
@@ -252,16 +264,93 @@ def hold_streams(base: str, cookie: str, key: str, threads: list[str], streams: 
     return holder
 
 
-def stream_report(holder: subprocess.Popen, master: int, url: str, streams: int) -> str:
+def worker_pids(master: int) -> list[int]:
+    return [int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat") if _ppid(stat) == master]
+
+
+def workers_rss_mb(master: int) -> float:
+    """Resident memory of the master's workers, summed (MiB)."""
+    total = 0
+    for pid in worker_pids(master):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+    return total / 1024
+
+
+def idle_cost(master: int, seconds: float = 10) -> tuple[float, float]:
+    """The workers' CPU (share of one core) over `seconds` with no client but the streams, and their memory (MiB)."""
+    before, at = worker_cpu_seconds(master), time.monotonic()
+    time.sleep(seconds)
+    return (worker_cpu_seconds(master) - before) / (time.monotonic() - at), workers_rss_mb(master)
+
+
+def raise_file_limit(streams: int) -> None:
+    """Each stream is a socket in the client and one in a worker: lift the soft limit to the hard
+    one if the streams need it (children inherit it), or stop, saying what to run."""
+    need = streams + 1024
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= need:
+        return
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise SystemExit(f"{streams} streams need {need} open files; the hard limit is {hard} (raise it: ulimit -Hn {need})")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
+JOB_AGENT = "loadtest-job"
+JOB_SECONDS_MAX = 3600
+
+
+def bulk_job_with_streams(url: str, admin, owner, count: int) -> str:
+    """A bulk purge of `count` threads made for it, run by the job queue's worker while the streams stay open."""
+    from memoryadmin.operations import bulk
+    from memoryadmin.operations.models import BulkJob
+    from sessions_app.threads.models import Thread
+
+    Thread.objects.bulk_create(
+        [Thread(thread_id=f"lt-job-{i}", owner=owner, agent_code=JOB_AGENT, title=f"job {i}") for i in range(count)],
+        batch_size=2000,
+    )
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_DEBUG": "0"}
+    worker = subprocess.Popen([sys.executable, "manage.py", "jobs_worker"], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        started = time.monotonic()
+        job = bulk.bulk_start(actor=admin, action="purge", selection=bulk.Selection.from_data({"all": "1", "agent": JOB_AGENT}))
+        while time.monotonic() - started < JOB_SECONDS_MAX and worker.poll() is None:
+            job.refresh_from_db()
+            if job.is_finished:
+                break
+            time.sleep(1)
+        took = time.monotonic() - started
+    finally:
+        worker.terminate()
+        try:
+            _, errors = worker.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            _, errors = worker.communicate()
+    job.refresh_from_db()
+    left = Thread.objects.filter(agent_code=JOB_AGENT).count()
+    if job.status != BulkJob.Status.DONE:
+        bench.log(f"the job did not finish ({job.status}); worker said: {(errors or '')[-2000:]}")
+    return (
+        f"A bulk purge of {count:,} threads on the job queue (one `manage.py jobs_worker`) with the streams open: "
+        f"{job.status} after {took:.0f} s ({job.processed:,} threads processed, {left:,} left, "
+        f"{job.processed / took:.0f} threads/s)."
+    )
+
+
+def stream_report(holder: subprocess.Popen, master: int, url: str, streams: int, cost: dict, args) -> str:
     """What the streams saw, and what holding them cost the server (threads, connections)."""
     import psycopg
 
     from sessions_app.turns.models import TurnStreamLease
 
     open_now = TurnStreamLease.objects.count()
-    workers = [int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat")
-               if _ppid(stat) == master]
-    threads = sorted(len(list(Path(f"/proc/{pid}/task").iterdir())) for pid in workers)
+    threads = sorted(len(list(Path(f"/proc/{pid}/task").iterdir())) for pid in worker_pids(master))
     with psycopg.connect(url) as conn:
         (connections,) = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
@@ -277,8 +366,16 @@ def stream_report(holder: subprocess.Popen, master: int, url: str, streams: int)
         f"{seen.get('ended_early')} ended by the server, {seen.get('failed')} failed; {seen.get('chunks_sent'):,} chunks "
         f"appended through the API, {seen.get('chunks_received'):,} chunk events received by the streams, delivered in "
         f"p50 {seen.get('delay_p50_ms')} ms, p99 {seen.get('delay_p99_ms')} ms, max {seen.get('delay_max_ms')} ms after "
-        f"they were sent. Threads per worker process: {threads}; PostgreSQL connections of the server (pools and "
-        f"listeners): {connections - 1}."
+        f"they were sent (the client used {seen.get('client_cpu_s')} s of CPU in {seen.get('wall_s')} s). "
+        f"Threads per worker process: {threads}; PostgreSQL connections of the server (pools and "
+        f"listeners): {connections - 1}. What holding them costs (10 s windows, no other client): the workers' CPU "
+        f"{cost['cpu_before'] * 100:.1f} % of one core with no stream, {cost['cpu_beats'] * 100:.1f} % with the streams "
+        f"open and only their heartbeats ({cost['beats_per_s']:.0f} a second: "
+        f"{(cost['cpu_beats'] - cost['cpu_before']) * 1e6 / cost['beats_per_s']:.0f} µs of CPU per heartbeat), "
+        f"{cost['cpu_chunks'] * 100:.1f} % with {args.chunks_per_second:g} chunks a second too ({cost['events_per_s']:.0f} "
+        f"chunk events a second: {(cost['cpu_chunks'] - cost['cpu_beats']) * 1e6 / cost['events_per_s']:.0f} µs per event, "
+        f"the chunk's append included); the workers' memory went from {cost['rss_before']:.0f} MiB to "
+        f"{cost['rss_with']:.0f} MiB ({(cost['rss_with'] - cost['rss_before']) * 1024 / max(1, streams):.0f} KiB per stream)."
     )
 
 
@@ -299,11 +396,15 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=500, help="live streams held open in the second pass (0: none)")
     parser.add_argument("--stream-threads", type=int, default=50, help="threads the streams follow")
     parser.add_argument("--chunks-per-second", type=float, default=10)
+    parser.add_argument("--job-threads", type=int, default=10_000, help="threads of the bulk job run with the streams open (0: none)")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed (apt-get install wrk); `make loadtest` installs it.")
 
+    if args.streams > 5000 or args.job_threads > 100_000:
+        raise SystemExit("bounded: at most 5000 streams and a job of at most 100 000 threads")
+    raise_file_limit(args.streams)
     os.environ.setdefault("MEMORYADMIN_THROTTLE_RATE", "1000000/min")
     load_start = os.getloadavg()[0]
     url = bench.fresh_database()
@@ -340,7 +441,11 @@ def main() -> None:
     configs = [("no streams", {}, 0)]
     if args.streams:
         # The user the streams belong to may hold them all; none of them ends during the run.
-        stream_env = {"MEMORYADMIN_TURN_STREAMS_PER_USER": str(args.streams + 100), "MEMORYADMIN_TURN_SSE_MAX_SECONDS": "7200"}
+        stream_env = {
+            "MEMORYADMIN_TURN_STREAMS_PER_USER": str(args.streams + 100),
+            "MEMORYADMIN_TURN_STREAMS_PER_SERVER": str(args.streams + 100),
+            "MEMORYADMIN_TURN_SSE_MAX_SECONDS": "7200",
+        }
         configs.append((f"{args.streams} live streams open", stream_env, args.streams))
     stream_notes = []
     for label, extra, streams in configs:
@@ -348,9 +453,20 @@ def main() -> None:
         server = start(url, port, extra)
         base = f"http://127.0.0.1:{port}"
         holder = None
+        cost = {}
         try:
             if streams:
+                cost["cpu_before"], cost["rss_before"] = idle_cost(server.pid)
                 holder = hold_streams(base, cookie, key, member_threads[: args.stream_threads], streams, args)
+                # Heartbeats alone (once the last opens and first reads are done), then with the
+                # chunks flowing; no other client meanwhile.
+                time.sleep(5)
+                cost["cpu_beats"], cost["rss_with"] = idle_cost(server.pid)
+                holder.send_signal(signal.SIGUSR1)
+                time.sleep(3)
+                cost["cpu_chunks"], _ = idle_cost(server.pid)
+                cost["beats_per_s"] = streams / float(os.environ.get("MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS") or 5)
+                cost["events_per_s"] = args.chunks_per_second * streams / min(streams, args.stream_threads)
             for name, script in scripts.items():
                 bench.log(f"{label}: {name} for {args.duration}s …")
                 if args.warmup:
@@ -365,7 +481,10 @@ def main() -> None:
                 bench.log(f"  {result['rps']:.0f} req/s, p50 {result['p50'] / 1000:.1f} ms, p99 {result['p99'] / 1000:.1f} ms, "
                           f"errors {result['errors']}")
             if holder is not None:
-                stream_notes.append(stream_report(holder, server.pid, url, streams))
+                if args.job_threads:
+                    bench.log(f"{label}: a bulk purge of {args.job_threads:,} threads …")
+                    stream_notes.append(bulk_job_with_streams(url, admin, members[1], args.job_threads))
+                stream_notes.append(stream_report(holder, server.pid, url, streams, cost, args))
                 holder = None
             served, failed = server_errors(base)
         finally:

@@ -5,6 +5,9 @@ Django's ASGI handler reads a request's whole body before any middleware sees it
 never stored, whether it comes with a Content-Length or chunked; the request then
 reaches Django marked, and RequestLimitsMiddleware answers 413 as it does for every
 body over the limit (memoryadmin/middleware.py).
+
+`RequestThreads` gives each request the thread its synchronous work runs on, and lets
+it go when a long-lived response (a live-turn stream) starts (memoryadmin/requestthread.py).
 """
 
 import logging
@@ -17,6 +20,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryadmin.settings")
 django_application = get_asgi_application()
 
 from memoryadmin.middleware import BODY_TOO_LARGE  # noqa: E402 (after Django is set up)
+from memoryadmin.requestthread import RequestThreads  # noqa: E402
 
 
 class BodyLimit:
@@ -63,7 +67,9 @@ class BodyLimit:
         return await self.app(scope, limited_receive, send)
 
 
-application = BodyLimit(django_application, settings.MEMORYADMIN_MAX_BODY_BYTES)
+# RequestThreads outside: BodyLimit marks the very scope it hands to Django (a body found too
+# large while it is read), so nothing may copy the scope between the two.
+application = RequestThreads(BodyLimit(django_application, settings.MEMORYADMIN_MAX_BODY_BYTES))
 
 if not settings.DEBUG and not settings.TESTING and not settings.STATIC_COLLECTED:
     logging.getLogger("memoryadmin").warning(

@@ -50,6 +50,7 @@ from memoryadmin.models import ApiKey, AuditEvent
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
 from sessions_app.checkpoints.removal import checkpoints_remove, thread_checkpoints_remove
 from sessions_app.threads.models import Block, Thread
+from sessions_app.threads.notify import thread_notify
 from memoryadmin.operations.models import EraseJob
 from memoryadmin.operations.sizes import payload_bytes
 
@@ -354,6 +355,8 @@ def user_erase(*, actor, username: Any, revoke_access: bool = False, batch: int 
         _erase_blocks(thread, receipt, batch)
         _erase_checkpoints(thread, receipt, batch)
         with transaction.atomic():
+            # Its open live streams end, saying why, when this commits.
+            thread_notify(pk, "erased")
             Thread.objects.filter(pk=pk).delete()
         receipt.line("threads", thread_id)
         receipt.counts["threads"] += 1

@@ -17,6 +17,7 @@ from sessions_app.checkpoints.selectors import checkpoint_as_dict, checkpoints_o
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
 from sessions_app.checkpoints.removal import checkpoints_keep_newest, checkpoints_remove, thread_checkpoints_remove
 from sessions_app.threads.models import Thread
+from sessions_app.threads.notify import thread_notify
 from sessions_app.threads.selectors import thread_get_for_read, thread_get_for_write, thread_id_validate
 from sessions_app.checkpoints.services import RUN_ID_MAX, _ensure_may_write, _json_field_value, _json_object, _thread_for_write, _touch
 
@@ -34,6 +35,8 @@ def checkpoint_release(*, actor, thread_id: str, request=None) -> dict[str, Any]
     released = [checkpoint_as_dict(row, thread=thread) for row in checkpoints_of(thread)]
     thread_checkpoints_remove([thread.pk])
     _touch(thread)
+    # Its open live streams end, saying why, when this commits.
+    thread_notify(thread.pk, "released")
     audit_record(
         actor=actor,
         action="checkpoint.release",

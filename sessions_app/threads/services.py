@@ -26,6 +26,7 @@ from memoryadmin.jsoncheck import DEPTH_MAX, json_value_check, text_input_check
 from memoryadmin.metrics import BLOCK_APPEND, BLOCK_ARCHIVE_WRITE, BLOCK_PERSIST_FAIL, BLOCK_TRUNCATE
 
 from sessions_app.threads.messages import ContextHasher, ParsedMessage, parse_message
+from sessions_app.threads.notify import thread_notify
 from .models import TITLE_MAX, Block, Thread, thread_rows_delete
 from sessions_app.threads.selectors import etag_matches, thread_etag, thread_get_for_write, thread_id_validate
 
@@ -462,6 +463,8 @@ def thread_clear(*, actor, thread_id: str, request=None) -> dict[str, int]:
     thread.archived_count += archived
     thread.extra_state = None
     thread.save()
+    # Its open live streams end, saying why, when this commits.
+    thread_notify(thread.pk, "cleared")
     after = {"active_blocks": thread.active_count, "archived_blocks": thread.archived_count}
     audit_record(
         actor=actor,
@@ -480,6 +483,8 @@ def thread_delete(*, actor, thread_id: str, request=None) -> dict[str, int]:
     thread = thread_get_for_write(actor=actor, thread_id=thread_id, action="thread.delete", lock=True)
     counts = {"active": thread.active_count, "archived": thread.archived_count}
     owner_name = thread.owner.get_username()
+    # Its open live streams end, saying why, when this commits (and never read it again).
+    thread_notify(thread.pk, "deleted")
     thread_rows_delete(thread)
     thread.delete()
     audit_record(

@@ -8,7 +8,12 @@
   connection in autocommit mode. It LISTENs to the channel of every thread that has an
   open stream in this process (and UNLISTENs when the last one leaves), and sets the
   asyncio events of the streams waiting on a channel when a notification arrives. So
-  an open stream costs an event, not a connection nor a thread.
+  an open stream costs an event, not a connection nor a thread. A notification with a
+  payload says the thread ended (sessions_app/threads/notify.py: deleted, cleared,
+  released, erased): its watches keep the reason (`Watch.ended`).
+- statements: the same connection runs the process's few statements that must not
+  wait for a thread or a pooled connection (`Listener.execute`: the streams' lease
+  renewals, sessions_app/turns/live.py), between two waits for notifications.
 - failures: when the connection breaks, the listener reconnects (0.1 s, then doubling
   up to 5 s), LISTENs again and wakes every stream, which reads what it may have
   missed. While it is down, `Watch.listening` is False and streams read at each of
@@ -22,15 +27,17 @@ On SQLite there is nothing to listen to; the stream polls (sessions_app/turns/li
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from contextlib import suppress
 
 from django.conf import settings
 from django.db import connection
 
+from sessions_app.threads.notify import ENDS, thread_channel, thread_notify
+
 log = logging.getLogger(__name__)
 
-CHANNEL_PREFIX = "ma_turn_"
 # With no notification for this long, the listener checks its connection with a query.
 HEALTH_SECONDS = 30.0
 RECONNECT_FIRST, RECONNECT_MAX = 0.1, 5.0
@@ -39,21 +46,16 @@ RECONNECT_FIRST, RECONNECT_MAX = 0.1, 5.0
 SUBSCRIBE_WAIT = 5.0
 
 
-def turn_channel(thread_pk: int) -> str:
-    """The notification channel of one thread (by its primary key, so always an identifier)."""
-    return f"{CHANNEL_PREFIX}{int(thread_pk)}"
+# A thread's channel (its turns and its end share it).
+turn_channel = thread_channel
 
 
 def turn_changed(thread_pk: int) -> None:
     """Wake the thread's open streams when the current transaction commits (PostgreSQL only).
 
-    Call it inside the write's transaction. Notifications of one transaction with the same
-    channel and payload are folded into one by PostgreSQL.
+    Call it inside the write's transaction (sessions_app/threads/notify.py).
     """
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_notify(%s, '')", [turn_channel(thread_pk)])
+    thread_notify(thread_pk)
 
 
 def listening_supported() -> bool:
@@ -75,6 +77,8 @@ class Watch:
         self.listener = listener
         self.channel = channel
         self.event = asyncio.Event()
+        # Set when the thread ended (deleted, cleared, released, erased): a key of notify.ENDS.
+        self.ended = ""
 
     @property
     def listening(self) -> bool:
@@ -104,7 +108,11 @@ class Listener:
         self.connected = False
         self._changed = asyncio.Event()
         self._synced = asyncio.Condition()
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="memoryadmin-turn-listener")
+        self._statements: list[tuple[str, list, asyncio.Future]] = []
+        # A context of its own: the task outlives the request that happened to start it.
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name="memoryadmin-turn-listener", context=contextvars.Context()
+        )
 
     async def subscribe(self, channel: str) -> Watch:
         """A watch on `channel`, once this connection LISTENs to it (or after SUBSCRIBE_WAIT)."""
@@ -125,14 +133,29 @@ class Listener:
                 del self._watches[watch.channel]
                 self._changed.set()
 
+    async def execute(self, query: str, params: list) -> list[tuple]:
+        """Run one statement on this connection (autocommit) between two waits; its rows.
+
+        Raises ConnectionError while the listener is not connected, and the database's
+        error if the statement fails or the connection breaks meanwhile."""
+        if not self.connected:
+            raise ConnectionError("the turn listener is not connected")
+        done = asyncio.get_running_loop().create_future()
+        self._statements.append((query, params, done))
+        self._changed.set()
+        return await done
+
     @property
     def streams(self) -> int:
         return sum(len(watches) for watches in self._watches.values())
 
-    def _wake(self, channel: str | None = None) -> None:
+    def _wake(self, channel: str | None = None, ended: str = "") -> None:
+        # A payload is ours only if it names an end: anyone may NOTIFY a channel.
+        ended = ended if ended in ENDS else ""
         for name, watches in self._watches.items():
             if channel is None or name == channel:
                 for watch in watches:
+                    watch.ended = watch.ended or ended
                     watch.event.set()
 
     async def _run(self) -> None:
@@ -146,11 +169,13 @@ class Listener:
                     self.connected, delay = True, RECONNECT_FIRST
                     while True:
                         await self._sync(conn)
+                        await self._execute(conn)
                         await self._receive(conn)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the connection failed: reconnect, whatever the cause
                 log.warning("turn listener: %s; reconnecting in %.1f s", exc, delay)
+                self._fail_statements(exc)
             finally:
                 self.connected = False
                 self.listening = set()
@@ -176,12 +201,39 @@ class Listener:
         async with self._synced:
             self._synced.notify_all()
 
+    async def _execute(self, conn) -> None:
+        """The statements asked for meanwhile, one after the other."""
+        import psycopg
+
+        while self._statements:
+            query, params, done = self._statements.pop(0)
+            try:
+                cursor = await conn.execute(query, params)
+                rows = await cursor.fetchall() if cursor.description else []
+            except psycopg.OperationalError as exc:
+                # The connection broke: this statement fails, and so do the others (reconnect).
+                if not done.done():
+                    done.set_exception(exc)
+                raise
+            except psycopg.Error as exc:
+                if not done.done():
+                    done.set_exception(exc)
+                continue
+            if not done.done():
+                done.set_result(rows)
+
+    def _fail_statements(self, exc: Exception) -> None:
+        statements, self._statements = self._statements, []
+        for _, _, done in statements:
+            if not done.done():
+                done.set_exception(ConnectionError(f"the turn listener lost its connection: {exc}"))
+
     async def _receive(self, conn) -> None:
         """Hand notifications out until a stream comes or goes (then LISTEN/UNLISTEN first)."""
 
         async def drain() -> None:
             async for notify in conn.notifies(timeout=HEALTH_SECONDS):
-                self._wake(notify.channel)
+                self._wake(notify.channel, notify.payload)
 
         reader = asyncio.ensure_future(drain())
         changed = asyncio.ensure_future(self._changed.wait())

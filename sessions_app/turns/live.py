@@ -15,25 +15,41 @@ asyncio event, holding no thread and no database connection between its reads.
   streams woken at once queue in the event loop, and the pool keeps connections for
   the API and the pages.
 - the end: `event: finished` when the followed turn is finished or discarded,
-  `event: timeout` after `max_seconds` or when the lease is lost; a client that
-  leaves cancels the coroutine (Django's ASGI handler listens for the disconnect),
-  and the finally block releases the lease.
+  `event: timeout` after `max_seconds` or when the lease is lost, `event: ended`
+  (with the reason, sessions_app/threads/notify.py) when the thread was deleted,
+  cleared, released or its owner erased: on PostgreSQL the notification of that
+  write ends the stream without another read; a read that finds the thread gone
+  (SQLite, or a notification missed while the listener reconnected) ends it the same
+  way. A client that leaves cancels the coroutine (Django's ASGI handler listens for
+  the disconnect), and the finally block releases the lease.
+- threads: under the ASGI server the request's own thread is let go when the stream
+  starts (memoryadmin/requestthread.py); the reads run on the few threads the
+  process's streams share.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from asgiref.sync import sync_to_async
 from django.db import connection
+from django.db.models import OuterRef, Subquery
+from django.utils import timezone
 from django.utils.html import escape
 
+from memoryadmin.requestthread import shared_threads
+from sessions_app.threads.models import Thread
+from sessions_app.threads.notify import ENDS
 from sessions_app.turns import listener
 from sessions_app.turns import services as turns
 from sessions_app.turns import streams
 from sessions_app.turns.models import Turn
+
+log = logging.getLogger(__name__)
 
 # What ends a line of an event stream: CRLF, a lone CR and a lone LF alike.
 _SSE_LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -75,7 +91,9 @@ def database_slot() -> asyncio.Semaphore:
 def released(fn: Callable) -> Callable:
     """`fn` run in a thread when a slot is free, its database connection given back when it returns.
 
-    Inside a transaction (tests) the connection belongs to the caller and stays."""
+    Under the ASGI server, on the threads the process's streams share (memoryadmin/requestthread.py),
+    also from a task that outlives the stream that started it; elsewhere thread-sensitive, as
+    Django runs it. Inside a transaction (tests) the connection belongs to the caller and stays."""
 
     def call(*args, **kwargs):
         try:
@@ -84,47 +102,131 @@ def released(fn: Callable) -> Callable:
             if not connection.in_atomic_block:
                 connection.close()
 
-    in_thread = sync_to_async(call)
-
     async def run(*args, **kwargs):
         async with database_slot():
-            return await in_thread(*args, **kwargs)
+            shared = shared_threads()
+            if shared is None:
+                return await sync_to_async(call)(*args, **kwargs)
+            return await sync_to_async(call, thread_sensitive=False, executor=shared)(*args, **kwargs)
 
     return run
 
 
-class Leases:
-    """The leases of this event loop's open streams, renewed together.
+class SharedReads:
+    """The reads of this event loop's streams: streams of one thread woken by one notification,
+    which have sent the same chunks, share one read (10 tabs on a thread: one read, not 10)."""
 
-    A stream at its heartbeat asks for its lease to be renewed; when the last renewal
-    is older than `max_age` (half a heartbeat) one statement renews every open stream's
-    lease of this process (`streams.stream_renew_many`), and every stream asking
-    meanwhile waits for that one. So renewals cost one statement per process and
-    heartbeat, not one per stream.
+    def __init__(self):
+        self._running: dict[tuple, asyncio.Future] = {}
+
+    async def read(self, thread_pk: int, followed: int | None, after: int, resume: tuple[int, int] | None):
+        key = (thread_pk, followed, after, resume)
+        running = self._running.get(key)
+        if running is None:
+            running = self._running[key] = asyncio.ensure_future(released(_read)(*key))
+            running.add_done_callback(lambda _: self._running.pop(key, None))
+        # Shielded: a stream that leaves does not cancel the read the others wait for.
+        return await asyncio.shield(running)
+
+
+_reads: dict[asyncio.AbstractEventLoop, SharedReads] = {}
+
+
+def shared_reads() -> SharedReads:
+    loop = asyncio.get_running_loop()
+    for ended in [other for other in _reads if other.is_closed()]:
+        del _reads[ended]
+    if loop not in _reads:
+        _reads[loop] = SharedReads()
+    return _reads[loop]
+
+
+# The shortest time between two renewals by the process's task (tests use heartbeats of 0).
+RENEW_EVERY_MIN = 0.1
+
+
+class Leases:
+    """The leases of this event loop's (this worker process's) open streams, renewed together.
+
+    - on PostgreSQL, while the listener is connected, a task of the process renews every
+      open lease every half heartbeat in one statement on the listener's own connection
+      (`streams.stream_renew_statement`): no thread and no pooled connection, so renewals
+      never queue behind the streams' reads or the pages' and API's synchronous work, and
+      a stream waiting on a slow read keeps its place. A stream at its heartbeat finds its
+      lease renewed less than a heartbeat ago and goes on without a query.
+    - otherwise (SQLite, the listener reconnecting, or a lease that statement did not
+      find) the stream at its heartbeat asks for a renewal in a thread: one statement
+      renews every open lease of the process (`streams.stream_renew_many`), and every
+      stream asking meanwhile waits for that one. A lease missing there is gone (it
+      expired and its place may be taken): its stream ends.
     """
 
     def __init__(self):
         self.open: set[int] = set()
-        self._present: set[int] = set()
-        self._at = float("-inf")
+        self._renewed: dict[int, float] = {}
+        self._gone: set[int] = set()
+        self._every = float("inf")
         self._running: asyncio.Future | None = None
+        self._ticker: asyncio.Task | None = None
+
+    def add(self, lease_id: int, heartbeat: float) -> None:
+        """A new stream's lease, just written."""
+        loop = asyncio.get_running_loop()
+        self.open.add(lease_id)
+        self._renewed[lease_id] = loop.time()
+        self._every = min(self._every, max(heartbeat / 2, RENEW_EVERY_MIN))
+        if self._ticker is None and listener.listening_supported():
+            # A context of its own: the task outlives the request whose stream started it.
+            self._ticker = loop.create_task(self._tick(), name="memoryadmin-stream-leases", context=contextvars.Context())
+
+    def discard(self, lease_id: int | None) -> None:
+        self.open.discard(lease_id)
+        self._renewed.pop(lease_id, None)
+        self._gone.discard(lease_id)
 
     async def renew(self, lease_id: int, max_age: float) -> bool:
         """False when the stream's lease is gone (it expired and its place may be taken)."""
         loop = asyncio.get_running_loop()
-        if loop.time() - self._at >= max_age or lease_id not in self._present:
-            if self._running is None:
-                self._running = asyncio.ensure_future(self._renew_all())
-            await asyncio.shield(self._running)
-        return lease_id in self._present
+        # While the process's task renews every half heartbeat, a renewal up to a heartbeat
+        # old is its last one (the statement takes a moment): no need to renew in a thread.
+        fresh = 2 * max_age if self._ticker is not None else max_age
+        if lease_id not in self._gone and loop.time() - self._renewed.get(lease_id, float("-inf")) < fresh:
+            return True
+        if self._running is None:
+            self._running = asyncio.ensure_future(self._renew_all())
+        await asyncio.shield(self._running)
+        return lease_id not in self._gone
 
     async def _renew_all(self) -> None:
         try:
             ids = set(self.open)
-            self._present = await released(streams.stream_renew_many)(ids)
-            self._at = asyncio.get_running_loop().time()
+            present = await released(streams.stream_renew_many)(ids)
+            now = asyncio.get_running_loop().time()
+            for lease_id in ids:
+                if lease_id in present:
+                    self._renewed[lease_id] = now
+                else:
+                    self._gone.add(lease_id)
         finally:
             self._running = None
+
+    async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self._every)
+            if not self.open:
+                self._ticker, self._every = None, float("inf")
+                return
+            ids = set(self.open)
+            try:
+                found = await listener.listener().execute(*streams.stream_renew_statement(ids, timezone.now()))
+            except Exception as exc:  # the listener reconnects; the streams renew in threads meanwhile
+                log.debug("stream leases not renewed on the listener's connection: %s", exc)
+                continue
+            now = loop.time()
+            for (lease_id,) in found:
+                if lease_id in self.open:
+                    self._renewed[lease_id] = now
 
 
 _leases: dict[asyncio.AbstractEventLoop, Leases] = {}
@@ -139,15 +241,22 @@ def leases() -> Leases:
     return _leases[loop]
 
 
+# What a read returns for a thread that is no longer there.
+GONE = -1
+
+
 def _pending_turn(thread_pk: int) -> int | None:
-    return Turn.objects.filter(thread_id=thread_pk, status=Turn.Status.PENDING).values_list("pk", flat=True).first()
+    """The thread's pending turn, None when it has none, GONE when the thread was deleted (one query)."""
+    pending = Turn.objects.filter(thread_id=OuterRef("pk"), status=Turn.Status.PENDING).values("pk")[:1]
+    found = list(Thread.objects.filter(pk=thread_pk).annotate(pending=Subquery(pending)).values_list("pending", flat=True))
+    return found[0] if found else GONE
 
 
 def _read(thread_pk: int, followed: int | None, after: int, resume: tuple[int, int] | None):
     """The pending turn now, and its chunks after the last one sent: (turn, after, chunks)."""
     pending = _pending_turn(thread_pk)
-    if pending is None:
-        return None, after, []
+    if pending is None or pending == GONE:
+        return pending, after, []
     if pending != followed:
         after = resume[1] if resume and resume[0] == pending else -1
     return pending, after, turns.pending_chunks_after(turn_id=pending, after=after)
@@ -177,10 +286,10 @@ async def turn_events(
     start = loop.time()
     next_beat = start + heartbeat
     watch = None
-    read, release_async = released(_read), release and released(release)
+    read, release_async = shared_reads().read, release and released(release)
     kept = leases()
     if lease_id is not None:
-        kept.open.add(lease_id)
+        kept.add(lease_id, heartbeat)
     try:
         if listener.listening_supported():
             # Listening before the first read: a chunk committed after it wakes the stream.
@@ -188,8 +297,15 @@ async def turn_events(
         yield "retry: 2000\n\n"
         followed, after, woken = None, -1, True
         while True:
+            if watch is not None and watch.ended:
+                # Deleted, cleared, released, erased: said, and nothing of the thread read again.
+                yield sse("ended", ENDS[watch.ended])
+                return
             if woken:
                 pending, after, chunks = await read(thread_pk, followed, after, resume)
+                if pending == GONE:
+                    yield sse("ended", ENDS["deleted"])
+                    return
                 if pending is None and followed is not None:
                     yield sse("finished", "")
                     return
@@ -215,7 +331,7 @@ async def turn_events(
                 # Without a listening connection (it reconnects), read at every heartbeat.
                 woken = await watch.wait(wait) or not watch.listening
     finally:
-        kept.open.discard(lease_id)
+        kept.discard(lease_id)
         if watch is not None:
             watch.close()
         if release_async is not None:

@@ -14,8 +14,10 @@ and one server give to streams (memory, event-loop time, file descriptors). The 
   process and every server see the same numbers. Opens are serialised (a
   transaction-scoped advisory lock on PostgreSQL, the write lock taken at BEGIN on
   SQLite), so two processes cannot both take the last place.
-- renew: each heartbeat of the stream renews its lease (the streams of one process
-  together, in one statement: sessions_app/turns/live.py); a lease not renewed for
+- renew: the streams of one process renew their leases together, in one statement,
+  every half heartbeat: on PostgreSQL on the listener's own connection, so that no
+  thread or pooled connection is waited for, else in a thread at a stream's heartbeat
+  (sessions_app/turns/live.py, `Leases`); a lease not renewed for
   MEMORYADMIN_TURN_SSE_LEASE_SECONDS (its worker was killed) no longer counts and is
   deleted by the next open.
 - release: the lease goes when the stream ends, whatever the reason (the client
@@ -118,6 +120,15 @@ def stream_renew_many(lease_ids: set[int]) -> set[int]:
     if renewed == len(lease_ids):
         return set(lease_ids)
     return set(TurnStreamLease.objects.filter(pk__in=lease_ids).values_list("pk", flat=True))
+
+
+def stream_renew_statement(lease_ids: set[int], now) -> tuple[str, list]:
+    """`stream_renew_many` as one SQL statement (PostgreSQL) for a connection of its own, the
+    streams' listener's (sessions_app/turns/live.py, `Leases`): it returns the ids renewed."""
+    meta = TurnStreamLease._meta
+    quote = connection.ops.quote_name
+    table, pk, renewed = quote(meta.db_table), quote(meta.pk.column), quote(meta.get_field("renewed_at").column)
+    return f"UPDATE {table} SET {renewed} = %s WHERE {pk} = ANY(%s) RETURNING {pk}", [now, sorted(lease_ids)]
 
 
 def stream_release(lease: TurnStreamLease) -> None:

@@ -19,6 +19,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from memoryadmin import params
+from memoryadmin.requestthread import let_go
 from memoryadmin.errors import InvalidInput
 from memoryadmin_client.context import DEFAULT_MIN_SCORE
 
@@ -136,6 +137,8 @@ async def turns_stream(request: HttpRequest, thread_id: str) -> HttpResponseBase
     else:
         # A WSGI server (the development server) sends what a generator yields, event by event.
         content = live.EventsInThisThread(events, release)
+    # The request's own thread ends once the middleware has answered (the stream holds none).
+    let_go(request)
     response = StreamingHttpResponse(content, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     # nginx would otherwise buffer the stream and deliver it at the end.

@@ -18,12 +18,15 @@ import signal
 import socket
 import time
 from contextlib import suppress
+from datetime import timedelta
 
 import httpx
+import psycopg
 import pytest
 from django.conf import settings
 from django.db import connection
 from django.test import Client, override_settings
+from django.utils import timezone
 
 from memoryadmin.apikeys import apikey_create
 from sessions_app.threads.services import thread_save_agent_state
@@ -232,4 +235,109 @@ def test_a_killed_workers_streams_stop_counting_when_their_leases_expire(watched
             with suppress(OSError):
                 watcher.leave()
     finally:
+        server.stop()
+
+
+def _threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def _settled_threads(pid: int) -> int:
+    """The worker's thread count once it stops changing: a finished request's thread exits
+    on its own a moment after its response."""
+    count, deadline = _threads(pid), time.monotonic() + 20
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        again = _threads(pid)
+        if again == count:
+            return count
+        count = again
+    return count
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="threads counted in /proc")
+def test_open_streams_hold_no_thread_of_their_worker(watched, alice):
+    """Each stream's request ran its sync middleware on a thread of its own; once the
+    stream's response has started that thread is let go (memoryadmin/requestthread.py),
+    and the streams' reads share a fixed few threads: 40 streams, the same threads as 5."""
+    path, session = watched
+    server = _server(GUNICORN_WORKERS="1", MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS="1")
+    try:
+        turns.turn_begin(actor=alice, thread_id="watched", question="q")
+        first = _open(server, path, session, 5)
+        _read_until(first, lambda w: b"retry: 2000" in w.body, timeout=5)
+        (pid,) = {lease.pid for lease in _leases()}
+        # Every kind of thread the worker keeps (the streams' reads, the database pool's) started.
+        turns.turn_append_chunk(actor=alice, thread_id="watched", text="warm")
+        _read_until(first, lambda w: b"data: warm" in w.body, timeout=5)
+        _read_until(first, lambda w: w.body.count(b": heartbeat") >= 2, timeout=10)
+        before = _settled_threads(pid)
+        more = _open(server, path, session, 35)
+        _read_until(more, lambda w: b"retry: 2000" in w.body, timeout=10)
+        turns.turn_append_chunk(actor=alice, thread_id="watched", text="again")
+        watchers = [*first, *more]
+        _read_until(watchers, lambda w: b"data: again" in w.body, timeout=10)
+        _read_until(watchers, lambda w: w.body.count(b": heartbeat") >= 3, timeout=10)
+        assert len(_leases()) == 40
+        assert _settled_threads(pid) == before
+        for watcher in watchers:
+            watcher.leave()
+    finally:
+        server.stop()
+
+
+def test_leases_are_renewed_while_every_read_and_request_of_the_worker_waits(watched, alice):
+    """The sync load of a worker stuck (its streams' reads and its API requests wait on a
+    lock, every pooled connection taken): the streams' leases are still renewed, on the
+    listener's own connection, so none expires and every stream goes on afterwards."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sessions_app.threads.models import Thread
+    from sessions_app.threads.notify import thread_channel
+    from sessions_app.turns.models import Turn
+
+    path, session = watched
+    server = _server(
+        GUNICORN_WORKERS="1", MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS="1", MEMORYADMIN_TURN_SSE_LEASE_SECONDS="3",
+        DJANGO_DB_POOL_MAX_SIZE="4", DJANGO_DB_POOL_TIMEOUT="30",
+    )
+    key = apikey_create(owner=alice).plaintext
+    params = {k: v for k, v in settings.DATABASE_LISTEN.items() if v and k != "dbname"}
+    locker = psycopg.connect(**params, dbname=connection.settings_dict["NAME"])
+    waker = psycopg.connect(**params, dbname=connection.settings_dict["NAME"], autocommit=True)
+    requests = ThreadPoolExecutor(max_workers=8)
+    try:
+        turns.turn_begin(actor=alice, thread_id="watched", question="q")
+        watchers = _open(server, path, session, 4)
+        _read_until(watchers, lambda w: b"retry: 2000" in w.body, timeout=5)
+        pk = Thread.objects.get(thread_id="watched").pk
+        locker.execute(f"LOCK TABLE {Turn._meta.db_table} IN ACCESS EXCLUSIVE MODE")
+        locked_at = timezone.now()
+        # Every stream wakes and reads the turn: its reads wait on the lock...
+        waker.execute("SELECT pg_notify(%s, '')", [thread_channel(pk)])
+        # ...and so do API requests, which take the worker's threads and pooled connections.
+        url = f"{server.url}/api/v1/threads/watched/turns"
+        waiting = [
+            requests.submit(httpx.get, url, headers={"Authorization": f"Bearer {key}"}, timeout=60) for _ in range(8)
+        ]
+        # Renewed past the lease's 3 s while all of that waits.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if all(lease.renewed_at > locked_at + timedelta(seconds=4) for lease in _leases()):
+                break
+            time.sleep(0.2)
+        assert len(_leases()) == 4
+        assert all(lease.renewed_at > locked_at + timedelta(seconds=4) for lease in _leases())
+        assert not any(request.done() for request in waiting)
+        locker.rollback()
+        assert [request.result().status_code for request in waiting] == [200] * 8
+        turns.turn_append_chunk(actor=alice, thread_id="watched", text="after the wait")
+        _read_until(watchers, lambda w: b"data: after the wait" in w.body, timeout=10)
+        assert not any(b"event: timeout" in w.body for w in watchers)
+        for watcher in watchers:
+            watcher.leave()
+    finally:
+        locker.close()
+        waker.close()
+        requests.shutdown(wait=False, cancel_futures=True)
         server.stop()

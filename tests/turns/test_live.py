@@ -211,3 +211,26 @@ def test_under_a_wsgi_server_the_stream_is_sent_event_by_event(client, alice, th
     assert TurnStreamLease.objects.count() == 1
     response.close()
     assert TurnStreamLease.objects.count() == 0
+
+
+def test_streams_of_one_thread_woken_together_share_one_read(alice, thread):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    turns.turn_begin(actor=alice, thread_id="live", question="q")
+    turns.turn_append_chunk(actor=alice, thread_id="live", text="one")
+    thread_pk = Thread.objects.get(thread_id=thread).pk
+
+    async def scenario():
+        tabs = [live.turn_events(thread_pk=thread_pk, poll=0.01, heartbeat=60, max_seconds=5) for _ in range(3)]
+        assert await asyncio.gather(*(anext(tab) for tab in tabs)) == ["retry: 2000\n\n"] * 3
+        # All three read at once (their first read): one read for the three of them.
+        first = await asyncio.gather(*(anext(tab) for tab in tabs))
+        for tab in tabs:
+            await tab.aclose()
+        return first
+
+    with CaptureQueriesContext(connection) as queries:
+        assert run(scenario) == ["event: chunk\nid: 0\ndata: one\n\n"] * 3
+    # The pending turn (through its thread) and its chunks, once.
+    assert len(queries.captured_queries) == 2
