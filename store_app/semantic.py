@@ -52,23 +52,12 @@ LIMIT %s OFFSET %s
 """
 _SCORE_PGVECTOR = "CASE WHEN v.norm = 0 THEN 0.0 ELSE ((v.vector <#> %s::vector) * -1) / (v.norm * %s) END"
 
-# PostgreSQL without pgvector: one row of two byte strings, read in binary (no hex). `places`
-# holds (place, item id) of every candidate, place 1 being the newest; `scored` (place, norm,
-# the vector's float32 bytes) of each of their vectors of the query's dims. int8send and
-# float8send write big-endian; the length condition keeps every record the same size.
-_PACKED_SQL = """
-WITH candidates AS MATERIALIZED ({candidates})
-SELECT
-    (SELECT string_agg(int8send(c.place) || int8send(c.id), ''::bytea) FROM candidates c),
-    (SELECT string_agg(int8send(c.place) || float8send(v.norm) || v.vector, ''::bytea)
-     FROM candidates c JOIN {vectors} v ON v.item_id = c.id
-     WHERE v.dims = %s AND octet_length(v.vector) = %s {prefix})
-"""
-# SQLite, and pgvector's column when MEMORYADMIN_STORE_PGVECTOR=off (read as real[]): a row per
-# candidate and vector, a candidate without one once with NULLs.
+# A row per candidate and vector of the query's dims, a candidate without one once with NULLs;
+# `place` 1 is the newest. No ORDER BY: the places order them in numpy. On PostgreSQL the
+# length condition leaves out what is not `dims` float32 numbers (a put never stores one).
 _ROWS_SQL = """
 SELECT c.place, c.id, v.norm, {column}
-FROM ({candidates}) c LEFT JOIN {vectors} v ON v.item_id = c.id AND v.dims = %s {prefix}
+FROM ({candidates}) c LEFT JOIN {vectors} v ON v.item_id = c.id AND v.dims = %s {condition}
 """
 
 # The float32 bytes of the vector column (little-endian) as real[], in SQL, for converting
@@ -173,28 +162,32 @@ def _ranked_numpy(qs, prefix, query, query_norm, dims, limit, offset, cap):
         .values("place", "id")[:cap]
     )
     candidates_sql, candidates_params = candidates.query.get_compiler(connection=connection).as_sql()
-    prefix_sql, prefix_params = _prefix_condition(connection, prefix)
+    condition, condition_params = _prefix_condition(connection, prefix)
     table = connection.ops.quote_name(StoreVector._meta.db_table)
-    if connection.vendor == "postgresql" and not native_pgvector(qs.db):
-        sql = _PACKED_SQL.format(candidates=candidates_sql, vectors=table, prefix=prefix_sql)
-        places, scored = _fetch_binary(connection, sql, [*candidates_params, dims, 4 * dims, *prefix_params])
-        ids, places, norms, matrix = _unpack(places, scored, dims)
-    else:
-        # pgvector's column with MEMORYADMIN_STORE_PGVECTOR=off: read through its cast to real[].
-        column = "v.vector::real[]" if connection.vendor == "postgresql" else "v.vector"
-        sql = _ROWS_SQL.format(column=column, candidates=candidates_sql, vectors=table, prefix=prefix_sql)
+    if connection.vendor != "postgresql":
+        sql = _ROWS_SQL.format(column="v.vector", candidates=candidates_sql, vectors=table, condition="")
         with connection.cursor() as cursor:
-            cursor.execute(sql, [*candidates_params, dims, *prefix_params])
-            ids, places, norms, matrix = _from_rows(cursor.fetchall(), dims)
-    return _page(ids, places, norms, matrix, query, query_norm, limit, offset)
+            cursor.execute(sql, [*candidates_params, dims])
+            rows = cursor.fetchall()
+    elif native_pgvector(qs.db):
+        # pgvector's column with MEMORYADMIN_STORE_PGVECTOR=off: read through its cast to real[].
+        sql = _ROWS_SQL.format(column="v.vector::real[]", candidates=candidates_sql, vectors=table, condition=condition)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*candidates_params, dims, *condition_params])
+            rows = cursor.fetchall()
+    else:
+        condition = "AND octet_length(v.vector) = %s " + condition
+        sql = _ROWS_SQL.format(column="v.vector", candidates=candidates_sql, vectors=table, condition=condition)
+        rows = _fetch_binary(connection, sql, [*candidates_params, dims, 4 * dims, *condition_params])
+    return _page(*_columns(rows, dims), query, query_norm, limit, offset)
 
 
-def _fetch_binary(connection, sql: str, params: list) -> tuple[bytes, bytes]:
-    """The statement's one row in PostgreSQL's binary format, where bytea travels as it is
-    (Django's cursors bind on the client, which answers text: hex, twice the bytes, decoded
-    byte by byte). The statement is bound as Django's cursor would bind it, then sent through
-    a cursor of the same connection and transaction, wrapped as Django wraps its own (logged,
-    counted, execute_wrapper hooks)."""
+def _fetch_binary(connection, sql: str, params: list) -> list[tuple]:
+    """The statement's rows in PostgreSQL's binary format, where bytea travels as it is
+    (Django's cursors bind on the client, which answers text: bytea in hex, twice the
+    bytes, encoded and decoded byte by byte). The statement is bound as Django's cursor
+    binds it, then sent through a cursor of the same connection and transaction, wrapped
+    as Django wraps its own (logged, counted, execute_wrapper hooks)."""
     import psycopg
 
     with connection.cursor() as cursor:
@@ -204,33 +197,37 @@ def _fetch_binary(connection, sql: str, params: list) -> tuple[bytes, bytes]:
     wrapped = connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
     with wrapped:
         wrapped.execute(bound)
-        places, scored = wrapped.fetchone()
-    return bytes(places or b""), bytes(scored or b"")
+        return wrapped.fetchall()
 
 
-def _unpack(places: bytes, scored: bytes, dims: int):
-    """(ids by place, then each vector's place, norm and float32 numbers) from `_PACKED_SQL`'s records."""
-    candidates = np.frombuffer(places, dtype=[("place", ">i8"), ("id", ">i8")])
-    ids = np.zeros(len(candidates), dtype=np.int64)
-    ids[candidates["place"] - 1] = candidates["id"]
-    records = np.frombuffer(scored, dtype=[("place", ">i8"), ("norm", ">f8"), ("vector", "<f4", (dims,))])
-    return ids, records["place"].astype(np.int64) - 1, records["norm"].astype(np.float64), records["vector"]
+def _columns(rows, dims: int):
+    """(ids by place, then each vector's place, norm and float32 numbers) from `_ROWS_SQL`'s rows."""
+    if not rows:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros((0, dims), dtype="<f4")
+    places, item_ids, norms, values = zip(*rows)
+    places = np.array(places, dtype=np.int64) - 1
+    ids = np.zeros(int(places.max()) + 1, dtype=np.int64)
+    ids[places] = item_ids
+    if not all(value is None or isinstance(value, bytes) for value in values):
+        values = [None if value is None else _vector_bytes(value, dims) for value in values]
+    size = 4 * dims
+    if None in values or any(len(value) != size for value in values):
+        kept = [i for i, value in enumerate(values) if value is not None and len(value) == size]
+        places, norms, values = places[kept], [norms[i] for i in kept], [values[i] for i in kept]
+    matrix = np.frombuffer(b"".join(values), dtype="<f4").reshape(len(values), dims)
+    return ids, places, np.array(norms, dtype=np.float64), matrix
 
 
-def _from_rows(rows, dims: int):
-    """The same from (place, item id, norm, vector or None) rows."""
-    count = max((row[0] for row in rows), default=0)
-    ids = np.zeros(count, dtype=np.int64)
-    places, norms, blobs = [], [], []
-    for place, item_id, vector_norm, value in rows:
-        ids[place - 1] = item_id
-        data = None if value is None else _vector_bytes(value, dims)
-        if data is not None:
-            places.append(place - 1)
-            norms.append(vector_norm)
-            blobs.append(data)
-    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dims)
-    return ids, np.array(places, dtype=np.int64), np.array(norms, dtype=np.float64), matrix
+_CHUNK = 512
+
+
+def _dots(matrix, query):
+    """Each float32 row's dot product with the float64 query, in float64 (a float32 product is
+    exact there), converted 512 rows at a time so that the copy stays in the CPU's cache."""
+    dots = np.empty(len(matrix))
+    for start in range(0, len(matrix), _CHUNK):
+        dots[start : start + _CHUNK] = matrix[start : start + _CHUNK].astype(np.float64) @ query
+    return dots
 
 
 def _page(ids, places, norms, matrix, query, query_norm: float, limit: int, offset: int):
@@ -253,11 +250,19 @@ def _page(ids, places, norms, matrix, query, query_norm: float, limit: int, offs
         if query_norm == 0:
             scores = np.zeros(len(places))
         else:
-            dots = matrix.astype(np.float64) @ np.asarray(query, dtype=np.float64)
+            dots = _dots(matrix, np.asarray(query, dtype=np.float64))
             denominators = norms * query_norm
             scores = np.divide(dots, denominators, out=np.zeros_like(dots), where=denominators != 0)
         np.maximum.at(best, places, scores)
         has_vector[places] = True
     primary = np.where(has_vector, -best, np.inf)
-    order = np.lexsort((np.arange(count), primary))[offset : offset + limit]
+    wanted = offset + limit
+    if wanted < count:
+        # Only the first `wanted` places matter: every candidate that ranks no lower than the
+        # wanted-th one (ties included), then the exact order of those.
+        threshold = np.partition(primary, wanted - 1)[wanted - 1]
+        chosen = np.flatnonzero(primary <= threshold)
+    else:
+        chosen = np.arange(count)
+    order = chosen[np.lexsort((chosen, primary[chosen]))][offset:wanted]
     return [(int(ids[i]), float(best[i]) if has_vector[i] else None) for i in order]
