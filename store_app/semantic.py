@@ -191,12 +191,15 @@ def _fetch_binary(connection, sql: str, params: list) -> list[tuple]:
     import psycopg
 
     with connection.cursor() as cursor:
-        bound = cursor.cursor.mogrify(sql, params)
+        # A server-binding cursor (the server_side_binding option) has no mogrify: it sends the parameters.
+        mogrify = getattr(cursor.cursor, "mogrify", None)
+    if mogrify is not None:
+        sql, params = mogrify(sql, params), None
     raw = psycopg.Cursor(connection.connection)
     raw.format = psycopg.pq.Format.BINARY
     wrapped = connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
     with wrapped:
-        wrapped.execute(bound)
+        wrapped.execute(sql, params)
         return wrapped.fetchall()
 
 
