@@ -70,7 +70,7 @@ from ..errors import (
     MemoryAdminInvalid,
     MemoryAdminNotFound,
 )
-from ..http import RETRIES, Call, HTTPClient, RetryPolicy
+from ..http import RETRIES, Call, HTTPClient, RetryPolicy, json_of
 from ..ids import path_segment, thread_id_checked
 from .codec import BLOB_KEY, ValueCodec
 
@@ -243,8 +243,10 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         else:
             body["checkpoint"] = self.codec.dump_checkpoint(checkpoint, leave_out=sent.channel)
             body["messages"] = {"head": sent.head, "append": [self.codec.dump(item) for item in messages[kept:]]}
+        # Encoded here, in one pass: in the async methods a large step is encoded off the loop.
         call = Call(
-            "POST", f"/threads/{_q(thread_id)}/checkpoints", body=body, tolerate=(412,) if kept is not None else ()
+            "POST", f"/threads/{_q(thread_id)}/checkpoints", content=self.codec.encode(body),
+            tolerate=(412,) if kept is not None else (),
         )
         return _Put(call, thread_id, checkpoint["id"], messages if isinstance(messages, list) else None, kept is not None)
 
@@ -259,7 +261,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
 
     def _remember(self, put: _Put, response: Any) -> None:
         """After a put: the server's head of the thread's messages, for the next step's delta."""
-        answer = response.json() if response is not None else {}
+        answer = json_of(response) if response is not None else {}
         held = answer.get("messages") if isinstance(answer, dict) else None
         self._forget(put.thread_id)
         if isinstance(held, dict) and isinstance(held.get("head"), str) and put.messages is not None:
@@ -305,7 +307,10 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             "task_path": task_path,
             "writes": [{"channel": channel, "value": self.codec.dump(value)} for channel, value in writes],
         }
-        return Call("POST", f"/threads/{_q(configurable['thread_id'])}/checkpoints/{_q(checkpoint_id)}/writes", body=body)
+        return Call(
+            "POST", f"/threads/{_q(configurable['thread_id'])}/checkpoints/{_q(checkpoint_id)}/writes",
+            content=self.codec.encode(body),
+        )
 
     @staticmethod
     def _delete_thread_request(thread_id: str) -> Call:
@@ -338,7 +343,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         """A read checkpoint; the messages the server holds for it remembered, for the next step's delta."""
         if response is None:
             return None
-        data = response.json()
+        data = json_of(response)
         found = self._tuple(data)
         held = data.get("messages")
         if isinstance(held, dict) and not data["checkpoint_ns"] and isinstance(held.get("head"), str):
@@ -379,7 +384,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             response = self.http.send(self._list_request(config, filter, before, page))
             if response is None:
                 return
-            data = response.json()
+            data = json_of(response)
             for item in data["results"]:
                 yield self._tuple(item)
             if remaining is not None:
@@ -450,7 +455,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             response = await self.http.asend(self._list_request(config, filter, before, page))
             if response is None:
                 return
-            data = response.json()
+            data = json_of(response)
             for item in data["results"]:
                 yield self._tuple(item)
             if remaining is not None:
