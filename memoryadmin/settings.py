@@ -441,8 +441,9 @@ if not MEMORYADMIN_STORE_EMBED_FIELDS:
 # A semantic search ranks at most this many items: the most recently updated ones under its
 # prefix and filter (the rest are not looked at; a narrower prefix or filter reaches them).
 MEMORYADMIN_STORE_VECTOR_CANDIDATES = env_int("MEMORYADMIN_STORE_VECTOR_CANDIDATES", 20_000, minimum=1, maximum=1_000_000)
-# PostgreSQL ranks with pgvector's operators when the extension is in the database
-# ("auto", looked up once per process); "off" ranks with plain SQL even then.
+# PostgreSQL ranks with pgvector's operators when the extension is in the database and the
+# vector column is its type ("auto", looked up once per process); "off" scores with numpy
+# in the server's process even then, as it does without pgvector and on SQLite.
 MEMORYADMIN_STORE_PGVECTOR = env_choice("MEMORYADMIN_STORE_PGVECTOR", "auto", ("auto", "off"))
 # The embedders read models from local files only: the Hugging Face libraries never reach a hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -115,22 +115,45 @@ def pgvector_installed(connection) -> bool:
         return cursor.fetchone() is not None
 
 
+_column_types: dict[str, str] = {}
+
+
+def vector_column_type(connection) -> str:
+    """What the vector column is: "vector" (pgvector's), "bytea", "_float4" (real[], before
+    migration 0006) on PostgreSQL, "blob" on SQLite; looked up once per process and database."""
+    if connection.vendor != "postgresql":
+        return "blob"
+    if connection.alias not in _column_types:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT udt_name FROM information_schema.columns WHERE table_name = %s AND column_name = 'vector'"
+                " AND table_schema = ANY (current_schemas(false))",
+                [StoreVector._meta.db_table],
+            )
+            row = cursor.fetchone()
+            if row is None:  # not migrated yet: nothing to remember
+                return "bytea"
+            _column_types[connection.alias] = row[0]
+    return _column_types[connection.alias]
+
+
 class VectorField(models.Field):
     """A list of floats stored as float32. On PostgreSQL pgvector's `vector` when the
-    extension is in the database as the column is made, else `real[]` (which pgvector
-    casts, and plain SQL reads); on SQLite the little-endian bytes. Reads give a list."""
+    extension is in the database as the column is made, else the float32 bytes (`bytea`),
+    as on SQLite: little-endian whatever the machine, so that a search reads a vector
+    with one copy (store_app.semantic). Reads give a list."""
 
     description = "A vector of float32 numbers"
 
     def db_type(self, connection) -> str:
         if connection.vendor == "postgresql":
-            return "vector" if pgvector_installed(connection) else "real[]"
+            return "vector" if pgvector_installed(connection) else "bytea"
         return "blob"
 
     def get_db_prep_value(self, value, connection, prepared=False):
         if value is None:
             return None
-        if connection.vendor == "postgresql":
+        if connection.vendor == "postgresql" and vector_column_type(connection) in ("vector", "_float4"):
             return [float(number) for number in value]
         return vector_bytes(value)
 

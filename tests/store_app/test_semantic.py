@@ -194,13 +194,80 @@ def test_filters_and_prefixes_bound_the_candidates(alice):
 
 
 @pytest.mark.django_db
+def test_equal_scores_go_newest_first_across_the_page_boundary(alice):
+    # Eight items with one vector, all scoring the same, among others: the page cut (limit 3)
+    # falls inside the ties, which keep the newest-first order on every page.
+    for i in range(12):
+        vector = [1.0, 0.0] if i % 3 else [0.0, 1.0]
+        services.store_item_put(actor=alice, namespace=["t"], key=f"k{i}", value={"n": i}, vectors={"f": vector}, dims=2)
+    found = _search(alice, [1.0, 0.0], prefix=("t",), limit=100)
+    tied = [item.value["n"] for item in found if item.score == 1.0]
+    assert tied == [11, 10, 8, 7, 5, 4, 2, 1]
+    pages = [_search(alice, [1.0, 0.0], prefix=("t",), limit=3, offset=offset) for offset in range(0, 12, 3)]
+    assert [item.pk for page in pages for item in page] == [item.pk for item in found]
+
+
+@pytest.mark.django_db
+def test_an_item_scores_its_best_vector_and_a_zero_query_scores_zero(alice):
+    services.store_item_put(
+        actor=alice, namespace=["b"], key="two", value={}, vectors={"a": [0.0, 1.0], "b": [1.0, 1.0]}, dims=2
+    )
+    services.store_item_put(actor=alice, namespace=["b"], key="one", value={}, vectors={"a": [1.0, 0.0]}, dims=2)
+    found = _search(alice, [1.0, 0.0], prefix=("b",))
+    assert [(item.key, round(item.score, 6)) for item in found] == [("one", 1.0), ("two", round(math.sqrt(0.5), 6))]
+    zero = _search(alice, [0.0, 0.0], prefix=("b",))
+    assert [(item.key, item.score) for item in zero] == [("one", 0.0), ("two", 0.0)]  # newest first
+
+
+@pytest.mark.django_db
+def test_a_semantic_search_is_two_queries_whatever_the_store_holds(alice, django_assert_num_queries):
+    def search():
+        return _search(alice, [0.5] * 8, prefix=("sem",), limit=5, filter={"n": {"$ne": "50% o'clock"}})
+
+    _fill(alice, count=10)
+    search()  # the per-process look-ups (the vector column's type, pgvector) are behind us
+    with django_assert_num_queries(2):  # the ranking, then the page's items
+        assert len(search()) == 5
+    _fill(alice, count=60)
+    with django_assert_num_queries(2):
+        assert len(search()) == 5
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(not IS_POSTGRES, reason="migration 0006 converts PostgreSQL's real[] column")
+def test_migration_0006_turns_real_arrays_into_float32_bytes_and_back(alice):
+    from django.core.management import call_command
+
+    from store_app import models
+
+    if semantic.native_pgvector(connection.alias):
+        pytest.skip("the vector column is pgvector's here: migration 0006 leaves it")
+    edge = [1e-45, -1.17549435e-38, 2.9e38, -0.0, 0.1, -2.5, 123456.789, 1.0]
+    services.store_item_put(actor=alice, namespace=["m"], key="k", value={}, vectors={"f": edge}, dims=8)
+    stored = vectors.float32(edge).tolist()
+    call_command("migrate", "store_app", "0005", verbosity=0)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT vector FROM store_app_storevector")
+            # bytes -> real[], every float32 bit for bit (the text form is float32's shortest)
+            assert vectors.float32(cursor.fetchone()[0]).tolist() == stored
+        assert models.vector_column_type(connection) == "_float4"
+    finally:
+        call_command("migrate", "store_app", verbosity=0)
+    assert models.vector_column_type(connection) == "bytea"
+    assert StoreVector.objects.get().vector == stored
+    found = _search(alice, edge, prefix=("m",))
+    assert found[0].score == pytest.approx(1.0)
+
+
+@pytest.mark.django_db
 @pytest.mark.skipif(not IS_POSTGRES, reason="pgvector is a PostgreSQL extension")
 def test_pgvector_is_used_when_the_database_has_it(alice):
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
         available = cursor.fetchone() is not None
     if not available:
-        pytest.skip("this PostgreSQL has no pgvector (the plain SQL ranking is tested above)")
+        pytest.skip("this PostgreSQL has no pgvector (the numpy ranking is tested above)")
     semantic._pgvector.clear()
     assert semantic.pgvector_in_use(connection.alias)
     with override_settings(MEMORYADMIN_STORE_PGVECTOR="off"):
