@@ -35,7 +35,7 @@ from django.db.models.fields.json import KeyTransform
 
 from memoryadmin.errors import InvalidInput, PreconditionFailed
 
-from .models import Checkpoint, CheckpointWrite
+from .models import Checkpoint, CheckpointValue, CheckpointWrite
 
 MARKER = "$messages"
 MARKER_KEYS = frozenset({"channel", "count", "append"})
@@ -244,9 +244,21 @@ def writes_resolve(*, thread, checkpoint_ns: str, checkpoint_id: str, values: di
     rows = {
         row["checkpoint_id"]: row
         for row in Checkpoint.objects.filter(thread=thread, checkpoint_ns=checkpoint_ns, checkpoint_id__in=ids).values(
-            "checkpoint_id", "messages_ref", **inline
+            "checkpoint_id", "messages_ref", "values_ref", **inline
         )
     }
+
+    def held(row: dict[str, Any], channel: str) -> Any:
+        """The channel's list in that checkpoint's row, or stored by version (one more query)."""
+        if channel in channels and row.get(f"c{channels.index(channel)}") is not None:
+            return row[f"c{channels.index(channel)}"]
+        ref = (row["values_ref"] or {}).get(channel) if isinstance(row["values_ref"], dict) else None
+        if not (isinstance(ref, list) and len(ref) == 2):
+            return None
+        found = CheckpointValue.objects.filter(
+            thread=thread, checkpoint_ns=checkpoint_ns, channel=channel, version=ref[0], digest=ref[1]
+        ).values_list("value", flat=True).first()
+        return found
 
     def stored(marker: dict[str, Any]) -> Any:
         row = rows.get(marker.get("checkpoint") or checkpoint_id)
@@ -257,7 +269,7 @@ def writes_resolve(*, thread, checkpoint_ns: str, checkpoint_id: str, values: di
             if count > ref["count"]:
                 raise write_refused()
             return {MARKER: {"ref": ref, "count": count, "append": marker["append"]}}
-        messages = row.get(f"c{channels.index(marker['channel'])}") if marker["channel"] in channels else None
+        messages = held(row, marker["channel"])
         if not isinstance(messages, list) or count > len(messages):
             raise write_refused()
         return [*messages[:count], *marker["append"]]
