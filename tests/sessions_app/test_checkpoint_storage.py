@@ -227,3 +227,21 @@ def test_reading_writes_with_references_costs_no_more_queries_for_more_messages(
         with django_assert_num_queries(4):
             found = cs.checkpoint_get(actor=alice, thread_id=thread_id)
         assert found.pending[0].value == send(conversation(count))
+
+
+def test_verify_is_clean_and_names_a_value_by_version_that_is_gone(alice):
+    import io
+
+    from django.core.management import call_command
+
+    put(alice, "c1", {"documents": DOCUMENTS}, {"documents": "1"})
+    out = io.StringIO()
+    call_command("verify", stdout=out)
+    assert "0 problem(s)" in out.getvalue()
+    CheckpointValue.objects.all()._raw_delete(CheckpointValue.objects.db)
+    out = io.StringIO()
+    with pytest.raises(SystemExit):
+        call_command("verify", stdout=out)
+    assert "missing_value" in out.getvalue() and "c1" in out.getvalue()
+    # A read still answers, without the value it no longer has.
+    assert read(alice, "c1").checkpoint["channel_values"] == {}
