@@ -43,6 +43,40 @@ def invalid(name: str, problem: str) -> InvalidInput:
     return InvalidInput(f"{name} {problem}", fields={name: [problem]})
 
 
+class Collected:
+    """Parse several parameters and refuse them together: every bad one named in one 400.
+
+        errors = Collected()
+        page = errors.take(lambda: parse_page(data.get("page")))
+        ...
+        errors.raise_any()
+    """
+
+    def __init__(self) -> None:
+        self.fields: dict[str, list[str]] = {}
+        self.messages: list[str] = []
+
+    def take(self, parse, default: Any = None) -> Any:
+        try:
+            return parse()
+        except InvalidInput as exc:
+            for name, problems in exc.fields.items():
+                self.fields.setdefault(name, []).extend(problems)
+            self.messages.append(exc.message)
+            return default
+
+    def add(self, name: str, problem: str) -> None:
+        self.take(lambda: _raise(invalid(name, problem)))
+
+    def raise_any(self) -> None:
+        if self.fields:
+            raise InvalidInput("; ".join(self.messages), fields=self.fields)
+
+
+def _raise(error: InvalidInput) -> Any:
+    raise error
+
+
 def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 

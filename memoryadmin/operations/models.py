@@ -139,68 +139,62 @@ class BulkJob(models.Model):
         return min(100, int(self.processed * 100 / self.total)) if self.total else 0
 
 
-class EraseJob(models.Model):
+class QueuedJob(models.Model):
+    """What every job run by the queue keeps (docs/operations.md, "Jobs"): who asked, its
+    status, the error that failed it, when it was made and finished."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_name = models.CharField(max_length=150, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["-id"]
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.FAILED)
+
+
+class EraseJob(QueuedJob):
     """An erase too large for one request, run by the job queue (docs/operations.md, "Erase a user").
 
     The receipt is the one `user_erase` returns (and records as the `user.erase` event).
     """
 
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        RUNNING = "running"
-        DONE = "done"
-        FAILED = "failed"
-
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    actor_name = models.CharField(max_length=150, blank=True)
     username = models.CharField(max_length=150)
     revoke_access = models.BooleanField(default=False)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     preview = models.JSONField(default=dict, blank=True)
     receipt = models.JSONField(default=dict, blank=True)
     attempts = models.IntegerField(default=0)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-id"]
+    class Meta(QueuedJob.Meta):
+        pass
 
     def __str__(self) -> str:
         return f"erase {self.username} #{self.pk} ({self.status})"
 
-    @property
-    def is_finished(self) -> bool:
-        return self.status in (self.Status.DONE, self.Status.FAILED)
 
-
-class ExportJob(models.Model):
+class ExportJob(QueuedJob):
     """A bulk export too large for one request, written to a file by the job queue
     (docs/operations.md, "Export"); the selection is frozen by `max_pk`, as a bulk job's."""
 
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        RUNNING = "running"
-        DONE = "done"
-        FAILED = "failed"
-
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    actor_name = models.CharField(max_length=150, blank=True)
     selection = models.JSONField(default=dict)
     max_pk = models.BigIntegerField(default=0)
     total = models.IntegerField(default=0)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     size = models.BigIntegerField(default=0)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-id"]
+    class Meta(QueuedJob.Meta):
+        pass
 
     def __str__(self) -> str:
         return f"export #{self.pk} ({self.status})"
-
-    @property
-    def is_finished(self) -> bool:
-        return self.status in (self.Status.DONE, self.Status.FAILED)

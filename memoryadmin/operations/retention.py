@@ -19,7 +19,10 @@ The rules (docs/operations.md, "Retention"):
   checkpoint as one without a parent, so `get_state_history` simply ends there.
 - `purge_archived_days` D: archived blocks archived more than D days ago are
   deleted (active blocks never are; seq numbers are not reused, as the thread
-  remembers its highest seq).
+  remembers its highest seq). A LangGraph checkpoint that still holds one of
+  them (its messages kept as the thread's blocks, sessions_app/checkpoints/
+  holding.py) goes with it, as a removal: it could no longer be read back whole,
+  and the purged messages must not stay readable in it.
 - `store_ttl_days` D (default policy only; store items belong to no agent):
   store items past their own TTL, and items without a TTL not updated for D
   days, are deleted.
@@ -38,7 +41,6 @@ entries are not counted.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
@@ -57,14 +59,17 @@ from memoryadmin.params import parse_int
 
 from memoryadmin.operations.models import RetentionPolicy, RetentionRun
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
+from sessions_app.checkpoints.holding import checkpoints_holding
 from sessions_app.checkpoints.removal import (
     checkpoint_writes_of,
     checkpoints_beyond_newest,
     checkpoints_keep_newest,
     checkpoints_remove,
+    writes_going,
 )
 from sessions_app.threads.models import Block, Thread
 
+from memoryadmin.operations.batching import Clock, Stats
 from memoryadmin.operations.sizes import payload_bytes
 
 DEFAULT_BATCH = 500
@@ -285,6 +290,13 @@ def _preview_selection(selection: Selection) -> Impact:
         impact.pending_writes += writes
         impact.bytes += size
     if selection.blocks is not None:
+        holding = _purged_checkpoints(selection)
+        if holding is not None:
+            threads = set(holding.order_by().values_list("thread_id", flat=True).distinct())
+            n, _, writes, size = _checkpoint_impact(holding, writes_going(holding, threads))
+            impact.checkpoints += n
+            impact.pending_writes += writes
+            impact.bytes += size
         row = selection.blocks.aggregate(
             n=Count("id"), threads=Count("thread_id", distinct=True), size=payload_bytes("message", "content")
         )
@@ -295,6 +307,20 @@ def _preview_selection(selection: Selection) -> Impact:
         impact.items = row["n"]
         impact.bytes += row["size"]
     return impact
+
+
+def _purged_checkpoints(selection: Selection) -> QuerySet[Checkpoint] | None:
+    """The dry run's count of the checkpoints the purge removes with its blocks: those holding a
+    purged block and not already removed by this policy's release or keep rule (applied first)."""
+    pks = checkpoints_holding(selection.blocks)
+    if not pks:
+        return None
+    holding = Checkpoint.objects.filter(pk__in=pks)
+    if selection.idle_threads is not None:
+        holding = holding.exclude(thread__in=selection.idle_threads)
+    if selection.pruned_threads is not None:
+        holding = holding.exclude(pk__in=selection.excess_checkpoints().values("pk"))
+    return holding
 
 
 @dataclass
@@ -333,32 +359,7 @@ def retention_preview(*, actor=None, now: datetime | None = None) -> RetentionRe
 # --- apply, in batches ---------------------------------------------------------------------------
 
 
-class _Stats:
-    """Counts batches and tells the caller after each one (the command's --verbose progress)."""
-
-    def __init__(self, step: str, progress: Callable[[str, Impact], None] | None):
-        self.batches = 0
-        self.step = step
-        self.progress = progress
-
-    def tick(self, impact: Impact) -> None:
-        self.batches += 1
-        if self.progress is not None:
-            self.progress(self.step, impact)
-
-
-class _Clock:
-    def __init__(self, deadline: float | None):
-        self.deadline = deadline
-        self.stopped = False
-
-    def out_of_time(self) -> bool:
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            self.stopped = True
-        return self.stopped
-
-
-def _apply_release(selection: Selection, impact: Impact, batch: int, clock: _Clock, stats: _Stats) -> None:
+def _apply_release(selection: Selection, impact: Impact, batch: int, clock: Clock, stats: Stats) -> None:
     threads: set[int] = set()
     while not clock.out_of_time():
         with transaction.atomic():
@@ -375,7 +376,7 @@ def _apply_release(selection: Selection, impact: Impact, batch: int, clock: _Clo
     impact.threads_released += len(threads)
 
 
-def _apply_keep(selection: Selection, impact: Impact, batch: int, clock: _Clock, stats: _Stats) -> None:
+def _apply_keep(selection: Selection, impact: Impact, batch: int, clock: Clock, stats: Stats) -> None:
     threads: set[int] = set()
     last_pk = 0
     while not clock.out_of_time():
@@ -401,7 +402,7 @@ def _apply_keep(selection: Selection, impact: Impact, batch: int, clock: _Clock,
     impact.threads_pruned += len(threads)
 
 
-def _apply_blocks(selection: Selection, impact: Impact, batch: int, clock: _Clock, stats: _Stats) -> None:
+def _apply_blocks(selection: Selection, impact: Impact, batch: int, clock: Clock, stats: Stats) -> None:
     threads: set[int] = set()
     while not clock.out_of_time():
         with transaction.atomic():
@@ -412,6 +413,12 @@ def _apply_blocks(selection: Selection, impact: Impact, batch: int, clock: _Cloc
             per_thread = Counter(chosen.values_list("thread_id", flat=True))
             # Lock the threads (in key order) as a save does, so their counters stay exact.
             list(Thread.objects.select_for_update().filter(pk__in=per_thread).order_by("pk").values_list("pk", flat=True))
+            holding = checkpoints_holding(chosen)
+            if holding:
+                removed = checkpoints_remove(Checkpoint.objects.filter(pk__in=holding), measure=_measure)
+                impact.checkpoints += removed.checkpoints
+                impact.pending_writes += removed.writes
+                impact.bytes += removed.bytes
             size = chosen.aggregate(size=payload_bytes("message", "content"))["size"]
             deleted, _ = chosen.delete()
             Thread.objects.filter(pk__in=per_thread).update(
@@ -425,7 +432,7 @@ def _apply_blocks(selection: Selection, impact: Impact, batch: int, clock: _Cloc
     impact.threads_purged += len(threads)
 
 
-def _apply_items(selection: Selection, impact: Impact, batch: int, clock: _Clock, stats: _Stats) -> None:
+def _apply_items(selection: Selection, impact: Impact, batch: int, clock: Clock, stats: Stats) -> None:
     while not clock.out_of_time():
         with transaction.atomic():
             pks = list(selection.items.order_by("pk").values_list("pk", flat=True)[:batch])
@@ -467,8 +474,8 @@ def retention_apply(
         run = _run_record(actor=actor, via=via, now=now, status=RetentionRun.Status.RUNNING)
     else:
         RetentionRun.objects.filter(pk=run.pk).update(status=RetentionRun.Status.RUNNING)
-    clock = _Clock(time.monotonic() + max_seconds if max_seconds else None)
-    stats = _Stats("", progress)
+    clock = Clock.after(max_seconds)
+    stats = Stats("", progress)
     total = Impact()
     per_policy: list[dict[str, Any]] = []
     error = ""

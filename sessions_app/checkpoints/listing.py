@@ -84,6 +84,7 @@ def _page(request: HttpRequest, query: search.ThreadListQuery, page: int) -> dic
     thread_selectors.thread_list_audit(actor=request.user, threads=rows, filters={**shown, "page": page})
     return {
         "query": query,
+        "sort_headers": _sort_headers(query),
         "querystring": query.querystring(),
         "filter_fields": query.filter_fields(),
         "filtered": not query.filters.is_empty,
@@ -94,6 +95,17 @@ def _page(request: HttpRequest, query: search.ThreadListQuery, page: int) -> dic
         "past_end": total > 0 and page > last_page,
         "has_next": page < last_page,
     }
+
+
+def _sort_headers(query: search.ThreadListQuery) -> dict[str, dict[str, str]]:
+    """Per sortable column: the link that sorts by it (the filter kept) and its aria-sort state."""
+    base = reverse("thread-list")
+    headers = {}
+    for sort in SORT_LABELS:
+        fields = query.sorted_by(sort).fields()
+        state = ("ascending" if query.order == "asc" else "descending") if sort == query.sort else "none"
+        headers[sort] = {"href": base + (f"?{urlencode(fields)}" if fields else ""), "aria_sort": state}
+    return headers
 
 
 @require_POST

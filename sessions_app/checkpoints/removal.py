@@ -62,7 +62,7 @@ def checkpoint_writes_of(checkpoints: QuerySet[Checkpoint], threads) -> QuerySet
     )
 
 
-def _writes_going(checkpoints: QuerySet[Checkpoint], thread_ids: set[int]) -> QuerySet[CheckpointWrite]:
+def writes_going(checkpoints: QuerySet[Checkpoint], thread_ids: set[int]) -> QuerySet[CheckpointWrite]:
     """The writes of `checkpoints`, and every write of a thread that none of its checkpoints outlives."""
     staying = _same_thread(Checkpoint).exclude(pk__in=checkpoints.values("pk"))
     attached = checkpoints.filter(
@@ -103,7 +103,7 @@ def checkpoints_remove(
         thread_ids = set(threads)
     if not thread_ids:
         return Removed()
-    writes = _writes_going(checkpoints, thread_ids)
+    writes = writes_going(checkpoints, thread_ids)
     size = measure(checkpoints, writes) if measure is not None else 0
     # The writes first: which ones go is read from the checkpoints about to go.
     written, _ = writes.delete()

@@ -114,21 +114,23 @@ def thread_filter_parse(
     `metadata` is a JSON object or its text; `agent_field` is how the caller names the
     agent filter in its errors (the dashboard says `agent`).
     """
-    days = {name: qp.parse_date(value, name=name) for name, value in zip(
-        DATE_FIELDS, (created_from, created_to, updated_from, updated_to), strict=True
-    )}
+    errors = qp.Collected()
+    given = dict(zip(DATE_FIELDS, (created_from, created_to, updated_from, updated_to), strict=True))
+    days = {name: errors.take(lambda name=name: qp.parse_date(given[name], name=name)) for name in DATE_FIELDS}
     for start, end in (("created_from", "created_to"), ("updated_from", "updated_to")):
         if days[start] and days[end] and days[end] < days[start]:
-            raise qp.invalid(end, f"must not be before {start}.")
-    return ThreadFilter(
-        q=_text(q, "q", 200),
-        status=qp.parse_choice(status, "status", THREAD_STATUSES, "") if status not in (None, "") else "",
-        agent_code=_text(agent_code, agent_field, 64),
-        owner=_text(owner, "owner", 150),
-        metadata=qp.parse_json_object(metadata, "metadata") if metadata not in (None, "") else {},
+            errors.add(end, f"must not be before {start}.")
+    found = ThreadFilter(
+        q=errors.take(lambda: _text(q, "q", 200), ""),
+        status=errors.take(lambda: qp.parse_choice(None if status == "" else status, "status", THREAD_STATUSES, ""), ""),
+        agent_code=errors.take(lambda: _text(agent_code, agent_field, 64), ""),
+        owner=errors.take(lambda: _text(owner, "owner", 150), ""),
+        metadata=errors.take(lambda: qp.parse_json_object(metadata, "metadata"), {}) if metadata not in (None, "") else {},
         ids=tuple(ids) if ids is not None else None,
         **days,
     )
+    errors.raise_any()
+    return found
 
 
 # The filter's names in the API (a search body, a query string).
@@ -306,6 +308,15 @@ class ThreadListQuery:
     def querystring(self) -> str:
         return urlencode(self.fields())
 
+    def sorted_by(self, sort: str) -> "ThreadListQuery":
+        """The same filter sorted by `sort`: a column header's link. The column sorted already turns
+        its order round; another starts descending (ascending for the title, A to Z)."""
+        if sort == self.sort:
+            order = "asc" if self.order == "desc" else "desc"
+        else:
+            order = "asc" if sort == "title" else "desc"
+        return ThreadListQuery(filters=self.filters, meta=self.meta, sort=sort, order=order)
+
 
 def _values(data: Mapping[str, Any], name: str) -> list[Any]:
     if hasattr(data, "getlist"):
@@ -321,22 +332,24 @@ def thread_list_query_parse(data: Mapping[str, Any]) -> ThreadListQuery:
     (YYYY-MM-DD), `meta` (repeated `key=value`), `sort` (updated, created, messages,
     title) and `order` (desc, asc).
     """
+    errors = qp.Collected()
     meta = tuple(pair.strip() for pair in _values(data, "meta") if isinstance(pair, str) and pair.strip())
-    filters = thread_filter_parse(
-        q=data.get("q"),
-        status=data.get("status"),
-        agent_code=data.get("agent"),
-        owner=data.get("owner"),
-        metadata=metadata_pairs_parse(list(meta)),
-        agent_field="agent",
-        **{name: data.get(name) for name in DATE_FIELDS},
+    metadata = errors.take(lambda: metadata_pairs_parse(list(meta)), {})
+    sort = errors.take(lambda: qp.parse_choice(data.get("sort") or None, "sort", tuple(LIST_SORTS), "updated"))
+    order = errors.take(lambda: qp.parse_choice(data.get("order") or None, "order", ORDERS, "desc"))
+    filters = errors.take(
+        lambda: thread_filter_parse(
+            q=data.get("q"),
+            status=data.get("status"),
+            agent_code=data.get("agent"),
+            owner=data.get("owner"),
+            metadata=metadata,
+            agent_field="agent",
+            **{name: data.get(name) for name in DATE_FIELDS},
+        )
     )
-    return ThreadListQuery(
-        filters=filters,
-        meta=meta,
-        sort=qp.parse_choice(data.get("sort") or None, "sort", tuple(LIST_SORTS), "updated"),
-        order=qp.parse_choice(data.get("order") or None, "order", ORDERS, "desc"),
-    )
+    errors.raise_any()  # every bad parameter named at once
+    return ThreadListQuery(filters=filters, meta=meta, sort=sort, order=order)
 
 
 def thread_list_queryset(*, actor, query: ThreadListQuery) -> QuerySet[Thread]:

@@ -23,7 +23,7 @@ from memoryadmin.metrics import BLOCK_APPEND, BLOCK_PERSIST_FAIL
 
 from sessions_app.threads import services
 from sessions_app.threads.messages import chain_continue
-from sessions_app.threads.models import Block, Thread
+from sessions_app.threads.models import Block
 from sessions_app.threads.selectors import etag_matches, thread_etag, thread_id_validate
 from sessions_app.threads.services import SaveResult
 
@@ -112,16 +112,14 @@ def _append_in_one_statement(
         row = cursor.fetchone()
     if row is None:
         return None
-    pk, owner_id, old_agent_code, last_seq, rewrite_count, _active, updated_at, _untitled, position, head = row
+    _pk, owner_id, *_counts, position, head = row
     if not policy.may_write(actor, owner_id=owner_id, action="thread.write"):
         return None
     stored = position + 1 if position is not None else 0
     if stored + len(parsed) > settings.MEMORYADMIN_MAX_CONTEXT_MESSAGES:
         return None
-    if if_match is not None:
-        read = Thread(pk=pk, last_seq=last_seq, rewrite_count=rewrite_count, updated_at=updated_at, agent_code=old_agent_code)
-        if not etag_matches(if_match, thread_etag(read)):
-            return None
+    if if_match is not None and not services.head_row_etag_matches(if_match, row):
+        return None
     if expect_head is not None and expect_head != (head or ""):
         return None
     return services.guarded_append(
@@ -156,17 +154,7 @@ def _append_locked(
             fields={"messages": [f"the context holds {stored}; at most {limit - stored} more."]},
         )
     digests = _hashed(head, messages)
-    now = timezone.now()
-    blocks = []
-    for offset, item in enumerate(parsed):
-        thread.last_seq += 1
-        blocks.append(
-            Block(
-                thread=thread, agent_code=agent_code, seq=thread.last_seq, position=stored + offset, role=item.role,
-                content=item.content, message=item.message, block_type=item.block_type, chain_hash=digests[offset],
-                created_at=now,
-            )
-        )
+    blocks = services.blocks_for(thread, agent_code, parsed, start=stored, digests=digests, now=timezone.now())
     if blocks:
         Block.objects.bulk_create(blocks, batch_size=1000)
     if created or blocks or extra_state_given or thread.agent_code != agent_code:

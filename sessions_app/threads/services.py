@@ -275,6 +275,29 @@ def thread_append_sql(*, rows: int, with_extra_state: bool = False) -> str:
     )
 
 
+def head_row_etag_matches(if_match: str, row: tuple) -> bool:
+    """Whether If-Match names the ETag of the thread read by `thread_head_sql` (its row, unlocked)."""
+    pk, _owner_id, agent_code, last_seq, rewrite_count, _active, updated_at, *_rest = row
+    read = Thread(pk=pk, last_seq=last_seq, rewrite_count=rewrite_count, updated_at=updated_at, agent_code=agent_code)
+    return etag_matches(if_match, thread_etag(read))
+
+
+def blocks_for(thread: Thread, agent_code: str, parsed: list, *, start: int, digests: list[str], now) -> list[Block]:
+    """The Block rows of `parsed` placed from position `start`, each taking the thread's next seq
+    (`thread.last_seq` advances; rule S2) and its chain digest."""
+    blocks = []
+    for offset, item in enumerate(parsed):
+        thread.last_seq += 1
+        blocks.append(
+            Block(
+                thread=thread, agent_code=agent_code, seq=thread.last_seq, position=start + offset, role=item.role,
+                content=item.content, message=item.message, block_type=item.block_type, chain_hash=digests[offset],
+                created_at=now,
+            )
+        )
+    return blocks
+
+
 def _append_in_one_statement(
     *, actor, thread_id, agent_code, context, extra_state, extra_state_given, if_match
 ) -> SaveResult | None:
@@ -284,15 +307,11 @@ def _append_in_one_statement(
         row = cursor.fetchone()
     if row is None:
         return None
-    pk, owner_id, old_agent_code, last_seq, rewrite_count, active_count, updated_at, untitled, position, head = row
+    _pk, owner_id, *_counts, position, head = row
     if not policy.may_write(actor, owner_id=owner_id, action="thread.write"):
         return None  # the locked path refuses it, with the refusal's audit detail
-    if if_match is not None:
-        read = Thread(
-            pk=pk, last_seq=last_seq, rewrite_count=rewrite_count, updated_at=updated_at, agent_code=old_agent_code
-        )
-        if not etag_matches(if_match, thread_etag(read)):
-            return None
+    if if_match is not None and not head_row_etag_matches(if_match, row):
+        return None
     stored = position + 1 if head is not None else 0
     total = len(context)
     if total <= stored:
@@ -401,23 +420,7 @@ def _save(*, actor, thread_id, agent_code, context, extra_state, extra_state_giv
             archived=True, archived_by=thread.rewrite_count, archived_at=now
         )
 
-    new_blocks = []
-    for offset, item in enumerate(parsed):
-        thread.last_seq += 1
-        new_blocks.append(
-            Block(
-                thread=thread,
-                agent_code=agent_code,
-                seq=thread.last_seq,
-                position=start + offset,
-                role=item.role,
-                content=item.content,
-                message=item.message,
-                block_type=item.block_type,
-                chain_hash=digests[offset],
-                created_at=now,
-            )
-        )
+    new_blocks = blocks_for(thread, agent_code, parsed, start=start, digests=digests, now=now)
     if new_blocks:
         Block.objects.bulk_create(new_blocks, batch_size=1000)
 

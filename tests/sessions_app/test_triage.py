@@ -221,6 +221,34 @@ def test_a_bad_filter_is_an_inline_error_that_keeps_the_form(estate, client, ali
     assert "<html" not in fragment.content.decode()
 
 
+def test_every_bad_filter_is_named_at_once(estate, client, alice, alice_api):
+    login_client(client, alice)
+    response = client.get("/threads/?status=sleeping&created_from=2026-13-01&sort=colour&meta=novalue&agent=support")
+    body = response.content.decode()
+    assert response.status_code == 400
+    for field in ("status", "created_from", "sort", "meta"):
+        assert f"<code>{field}</code>" in body, field
+    api = alice_api.post("/api/v1/threads/search", {"status": "sleeping", "q": 5, "created_from": "2026-13-01"}, format="json")
+    assert api.status_code == 400 and {"status", "q", "created_from"} <= set(api.json()["errors"])
+
+
+def test_a_column_header_sorts_by_it_keeping_the_filter(estate, client, alice):
+    login_client(client, alice)
+    response = client.get("/threads/?agent=support")
+    headers = response.context["sort_headers"]
+    assert headers["updated"]["aria_sort"] == "descending" and headers["title"]["aria_sort"] == "none"
+    # Sorted by update already: its header turns the order round; the title starts A to Z.
+    assert headers["updated"]["href"] == "/threads/?agent=support&order=asc"
+    assert headers["title"]["href"] == "/threads/?agent=support&sort=title&order=asc"
+    assert headers["messages"]["href"] == "/threads/?agent=support&sort=messages"
+    body = response.content.decode()
+    assert '<th aria-sort="descending"><a class="sort" href="/threads/?agent=support&amp;order=asc">Updated</a></th>' in body
+    by_title = client.get(headers["title"]["href"])
+    titles = [thread.title for thread in by_title.context["threads"]]
+    assert titles == sorted(titles, key=str.lower) and by_title.context["sort_headers"]["title"]["aria_sort"] == "ascending"
+    assert by_title.context["sort_headers"]["title"]["href"] == "/threads/?agent=support&sort=title"
+
+
 def test_the_total_and_a_page_past_the_end(client, alice):
     for i in range(53):
         make(alice, f"t{i:02d}", messages=1)
