@@ -158,6 +158,22 @@ class MessageRefs:
             count += 1
         return count
 
+    def longest_in(self, values: list[Any]) -> int:
+        """The most of these messages a list inside `values` starts with (a `Send`'s state, say)."""
+        first, best, stack = self.messages[0], 0, list(values)
+        while stack:
+            value = stack.pop()
+            kind = type(value)
+            if kind is list and value and value[0] is first:
+                best = max(best, self.prefix(value))
+            elif kind is list or kind is tuple:
+                stack.extend(item for item in value if type(item) in (list, tuple, dict) or hasattr(item, "arg"))
+            elif kind is dict:
+                stack.extend(item for item in value.values() if type(item) in (list, tuple, dict) or hasattr(item, "arg"))
+            elif hasattr(value, "arg") and hasattr(value, "node"):  # a Send
+                stack.append(value.arg)
+        return best
+
 
 class ValueCodec:
     """Turns channel values into the wire format and back (see the module docstring)."""

@@ -26,12 +26,9 @@ it with a 412, writing nothing, when its head is another (a fork, another writer
 the saver then sends the step whole. Encoding a large step runs off the event loop in
 the async methods.
 
-Messages inside other values travel by reference (`codec.MessageRefs`): a checkpoint's
-`Send` packets (the prebuilt ReAct agent's carry its whole state) name the first messages
-of that checkpoint's own messages channel instead of repeating them, and so do the writes
-of a task run from the checkpoint the saver last put or read there. The server puts them
-back on every read; a write it cannot resolve (its checkpoint not stored yet) is a 412,
-and the saver sends those writes whole.
+Messages inside other values (`Send` packets, task writes) travel by reference to a
+checkpoint's messages (`codec.MessageRefs`); writes the server cannot resolve (a 412:
+their checkpoint not stored yet) are sent again whole.
 
 Errors are the client's `MemoryAdminError` subclasses (`memoryadmin_client.errors`):
 401 `MemoryAdminAuthError`, 403 `MemoryAdminForbidden` (another user's thread,
@@ -300,8 +297,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
                 memory.popitem(last=False)
 
     def _held(self, thread_id: str) -> list[_Sent]:
-        """The checkpoints whose messages the server holds (or is being sent) on that thread: the
-        one last put or read there, and the one being put."""
+        """The checkpoints of that thread whose messages the server holds: last put or read, being put."""
         with self._sent_lock:
             found = [memory.get(thread_id) for memory in (self._sent, self._putting)]
         return [sent for sent in found if sent is not None and sent.messages]
@@ -334,8 +330,11 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         refs = None
         if not (whole or ns):
             # The task's values refer to the messages of the checkpoint they start with the most of.
-            candidates = [MessageRefs(sent.channel, sent.messages, sent.contents, sent.checkpoint_id) for sent in self._held(configurable["thread_id"])]
-            refs = max(candidates, key=lambda refs: _longest_prefix(refs, writes), default=None)
+            candidates = [
+                MessageRefs(sent.channel, sent.messages, sent.contents, sent.checkpoint_id)
+                for sent in self._held(configurable["thread_id"])
+            ]
+            refs = max(candidates, key=lambda refs: refs.longest_in([value for _, value in writes]), default=None)
         items = []
         for channel, value in writes:
             used = refs.used if refs is not None else 0
@@ -568,25 +567,6 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         else:
             current_v = int(str(current).split(".")[0])
         return f"{current_v + 1:032}.{random.random():016}"
-
-
-def _longest_prefix(refs: MessageRefs, writes: Sequence[tuple[str, Any]]) -> int:
-    """How many of `refs`' messages the writes start a list with (a `Send`'s state, a state update)."""
-    first, best = refs.messages[0], 0
-    stack = [value for _, value in writes]
-    while stack:
-        value = stack.pop()
-        kind = type(value)
-        if kind is list:
-            if value and value[0] is first:
-                best = max(best, refs.prefix(value))
-            else:
-                stack.extend(item for item in value if type(item) in (list, dict) or hasattr(item, "arg"))
-        elif kind is dict:
-            stack.extend(item for item in value.values() if type(item) in (list, dict) or hasattr(item, "arg"))
-        elif hasattr(value, "arg") and hasattr(value, "node"):  # a Send
-            stack.append(value.arg)
-    return best
 
 
 def _kept(sent: _Sent | None, parent: str | None, messages: Any) -> int | None:
