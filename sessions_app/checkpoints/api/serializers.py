@@ -48,10 +48,6 @@ class CheckpointReplaceSerializer(serializers.Serializer):
     checkpoint_ns = namespace_field(required=False, allow_null=True)
     node_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=255, help_text="derived from a LangGraph checkpoint when absent")
     next_node_id = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=255, help_text="derived from a LangGraph checkpoint when absent")
-    refs = serializers.ListField(
-        child=serializers.CharField(), required=False, allow_null=True,
-        help_text='channels holding {"$messages": {channel, count, append}} markers (docs/checkpoints.md)',
-    )
 
 
 class CheckpointPutSerializer(CheckpointReplaceSerializer):
@@ -96,7 +92,6 @@ class CheckpointListSerializer(serializers.Serializer):
 class WriteItemSerializer(serializers.Serializer):
     channel = serializers.CharField(max_length=255)
     value = serializers.JSONField(allow_null=True)
-    refs = serializers.BooleanField(required=False, help_text='the value holds {"$messages": ...} markers')
 
 
 class WritesPostSerializer(serializers.Serializer):
