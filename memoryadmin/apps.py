@@ -7,6 +7,7 @@ class MemoryAdminConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import roles, schema  # noqa: F401  (schema registers the OpenAPI auth extension)
+        from . import apikeys, roles, schema  # noqa: F401  (schema registers the OpenAPI auth extension)
 
         roles.connect_signals()
+        apikeys.connect_signals()

@@ -40,6 +40,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from memoryadmin import policy, queue, roles
+from memoryadmin.apikeys import apikey_cache_forget
 from memoryadmin.audit import audit_record
 from memoryadmin.errors import Forbidden, InvalidInput, NotFound
 from memoryadmin.json import canonical
@@ -343,6 +344,7 @@ def user_erase(*, actor, username: Any, revoke_access: bool = False, batch: int 
         with transaction.atomic():
             type(user).objects.filter(pk=user.pk).update(is_active=False)
             ApiKey.objects.filter(owner=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
+            apikey_cache_forget()
     scrubber = _Scrubber.of(user)
     started = timezone.now()
     redacted = _redact_audit(scrubber, batch)

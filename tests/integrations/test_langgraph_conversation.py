@@ -4,6 +4,7 @@ its messages kept as the thread's blocks, its steps sent as deltas, forks read b
 from __future__ import annotations
 
 import copy
+import json
 import io
 import warnings
 
@@ -64,7 +65,7 @@ class Recording:
 
         def recording_send(call):
             if call.method == "POST" and call.path.endswith("/checkpoints"):
-                self.bodies.append(call.body)
+                self.bodies.append(json.loads(call.content) if call.content is not None else call.body)
             return send(call)
 
         saver.put, saver.http.send = recording_put, recording_send

@@ -7,9 +7,21 @@
 Connections: one pooled `httpx.Client` for the sync calls, and one
 `httpx.AsyncClient` per event loop for the async ones (an async client's
 connections belong to the loop that opened them, so a new loop gets its own).
+The sync client sends plain `http://` requests through the client's own lean
+HTTP/1.1 transport (`memoryadmin_client.wire`: httpx's costs about a millisecond
+of CPU a request) and `https://` through httpx's. Every client of the process
+shares one TLS context, made once (loading the
+certificates takes tens of milliseconds, which a new loop's first request would
+otherwise spend holding the interpreter), and keeps idle connections 4 s, less
+than the server's keep-alive (gunicorn.conf.py: 5 s), so a reused connection is
+not one the server is closing; up to 32 of them, enough for that many
+concurrent tasks of one loop.
 The key goes as `Authorization: Bearer <key>`; bodies are strict JSON (NaN or
 infinity is refused before anything is sent, as `MemoryAdminInvalid`, a
-ValueError, since the server would refuse them too).
+ValueError, since the server would refuse them too). A caller that has already
+made its body strict JSON (the LangGraph saver's codec) hands over the bytes
+(`Call.content`), written by orjson where it is installed (the `langgraph` extra
+brings it), and reads answers with `json_of`, which parses with orjson too.
 
 Retries (`RetryPolicy`): every request the adapters make is idempotent (a put is
 an upsert, a write an upsert by task and index, deletes and reads repeat), so
@@ -33,10 +45,13 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
+import importlib
 import json
 import math
 import random
 import time
+import urllib.request
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,7 +60,21 @@ from typing import Any
 
 import httpx
 
+try:  # the `langgraph` extra depends on it; the core works without it.
+    import orjson
+except ImportError:  # pragma: no cover - exercised by an install without the extra
+    orjson = None
+
 from .errors import MemoryAdminError, error_class, refused_here
+from .wire import PlainHTTPTransport
+
+# httpx's async transport reaches the event loop through anyio, which imports its asyncio
+# backend on the first async request: a few hundred milliseconds of importing on the loop.
+# Imported here instead, with the client.
+try:
+    importlib.import_module("anyio._backends._asyncio")
+except ImportError:  # pragma: no cover - another anyio layout: imported on first use, as before
+    pass
 
 API_PREFIX = "/api/v1"
 RETRIES = 6
@@ -54,6 +83,18 @@ RETRY_BASE = 0.05
 RETRY_CAP = 1.0
 RETRY_AFTER_MAX = 60.0
 JSON_HEADERS = {"Content-Type": "application/json"}
+LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=32, keepalive_expiry=4.0)
+
+
+@functools.cache
+def tls_context():
+    """The process's one TLS context, as httpx makes it (certifi's roots, SSL_CERT_FILE honoured)."""
+    return httpx.create_ssl_context()
+
+
+def _environment_proxies() -> bool:
+    """Whether the environment names a proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY), as httpx reads it."""
+    return any(scheme in urllib.request.getproxies() for scheme in ("http", "https", "all"))
 
 
 def api_root(*, base_url: str) -> str:
@@ -70,6 +111,25 @@ def encode_json(*, body: Any) -> bytes | None:
         return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
     except ValueError as exc:
         raise refused_here(field="body", message=f"is not strict JSON ({exc}).") from None
+
+
+def dumps_strict(value: Any) -> bytes:
+    """JSON bytes of a value already known to be strict JSON (only dict with str keys, list,
+    str, int, finite float, bool, None): orjson where installed, else the standard library.
+    orjson writes NaN as null, so this is for values checked before (the saver's codec)."""
+    if orjson is not None:
+        try:
+            return orjson.dumps(value)
+        except TypeError:  # an integer past 64 bits, a surrogate: let the checked encoder say why
+            pass
+    return encode_json(body=value) or b"null"
+
+
+def json_of(response: httpx.Response) -> Any:
+    """The JSON body of an answer, parsed with orjson where installed."""
+    if orjson is not None:
+        return orjson.loads(response.content)
+    return response.json()
 
 
 def retry_after_seconds(*, response: httpx.Response, now: float | None = None) -> float | None:
@@ -131,6 +191,7 @@ class Call:
     """One API request: `tolerate` lists the statuses that mean "nothing there" (answered None, not raised).
 
     `headers` are sent with this request only (an `If-Match`, say), on top of the client's.
+    `content`, when given, is the body as strict JSON bytes already (then `body` is not used).
     """
 
     method: str
@@ -139,6 +200,7 @@ class Call:
     body: Any = None
     tolerate: tuple[int, ...] = ()
     headers: Mapping[str, str] | None = None
+    content: bytes | None = None
 
 
 def request_headers(*, call: Call, content: bytes | None) -> dict[str, str] | None:
@@ -197,21 +259,41 @@ class HTTPClient:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self._timeout = timeout
         self._async_transport = async_transport
-        self._client = httpx.Client(base_url=self.base_url, headers=self.headers, timeout=timeout, transport=transport)
+        # Without a transport given and without a proxy in the environment, a sync call skips
+        # httpx's client (its URL merging and cookie jar cost more than the request itself):
+        # the request is made here and handed to the transport (`_send_direct`).
+        self._direct: PlainHTTPTransport | None = None
+        if transport is None:
+            # Plain http:// over the client's own lean HTTP/1.1 (memoryadmin_client.wire), https:// over httpx's.
+            transport = PlainHTTPTransport(
+                fallback=httpx.HTTPTransport(verify=tls_context(), limits=LIMITS),
+                max_idle=LIMITS.max_keepalive_connections, keepalive_expiry=LIMITS.keepalive_expiry,
+            )
+            if not _environment_proxies():
+                self._direct = transport
+        self._client = httpx.Client(
+            base_url=self.base_url, headers=self.headers, timeout=timeout, transport=transport,
+            verify=tls_context(), limits=LIMITS,
+        )
+        self._direct_headers = dict(self._client.headers)  # the client's own (User-Agent, Accept-Encoding…) and ours
+        self._direct_timeouts = httpx.Timeout(timeout).as_dict()
         self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
 
     def send(self, call: Call) -> httpx.Response | None:
         """`call` over the sync client, retried as the policy says; None for a tolerated status."""
-        content = encode_json(body=call.body)
+        content = call.content if call.content is not None else encode_json(body=call.body)
         headers = request_headers(call=call, content=content)
         attempt = 0
         while True:
             try:
-                response = self._client.request(
-                    call.method, call.path, params=call.params or None, content=content, headers=headers
-                )
+                if self._direct is not None:
+                    response = self._send_direct(call, content, headers)
+                else:
+                    response = self._client.request(
+                        call.method, call.path, params=call.params or None, content=content, headers=headers
+                    )
             except httpx.TransportError:
                 wait = self.retry.wait(attempt=attempt, response=None)
                 if wait is None:
@@ -223,9 +305,25 @@ class HTTPClient:
             time.sleep(wait)
             attempt += 1
 
+    def _send_direct(self, call: Call, content: bytes | None, headers: Mapping[str, str] | None) -> httpx.Response:
+        """What httpx's client would send (its headers, the timeouts, the merged URL), built
+        once and handed to the transport; the answer read whole, as the client reads it."""
+        request = httpx.Request(
+            call.method, self.base_url + call.path, params=call.params or None,
+            headers={**self._direct_headers, **headers} if headers else self._direct_headers,
+            content=content, extensions={"timeout": self._direct_timeouts},
+        )
+        response = self._direct.handle_request(request)
+        response.request = request
+        try:
+            response.read()
+        finally:
+            response.close()
+        return response
+
     async def asend(self, call: Call) -> httpx.Response | None:
         """`call` over the running loop's async client, retried as the policy says; None for a tolerated status."""
-        content = encode_json(body=call.body)
+        content = call.content if call.content is not None else encode_json(body=call.body)
         headers = request_headers(call=call, content=content)
         attempt = 0
         while True:
@@ -253,18 +351,20 @@ class HTTPClient:
         client = self._async_clients.get(loop)
         if client is None or client.is_closed:
             client = httpx.AsyncClient(
-                base_url=self.base_url, headers=self.headers, timeout=self._timeout, transport=self._async_transport
+                base_url=self.base_url, headers=self.headers, timeout=self._timeout, transport=self._async_transport,
+                verify=tls_context(), limits=LIMITS,
             )
             self._async_clients[loop] = client
         return client
 
     async def _async_client_made(self) -> httpx.AsyncClient:
-        """The running loop's AsyncClient, made in a worker thread: making one loads the TLS
-        certificates, which would hold the event loop for tens of milliseconds."""
+        """The running loop's AsyncClient, made in a worker thread: with the shared TLS context
+        it loads no certificates, but setting up its pool still takes milliseconds."""
         loop = asyncio.get_running_loop()
         made = await asyncio.to_thread(
             httpx.AsyncClient,
             base_url=self.base_url, headers=self.headers, timeout=self._timeout, transport=self._async_transport,
+            verify=tls_context(), limits=LIMITS,
         )
         client = self._async_clients.get(loop)
         if client is not None and not client.is_closed:  # another task of this loop made one meanwhile
@@ -304,7 +404,9 @@ __all__ = [
     "RetryPolicy",
     "answered",
     "api_root",
+    "dumps_strict",
     "encode_json",
+    "json_of",
     "error_from",
     "request_headers",
     "retry_after_seconds",

@@ -273,3 +273,27 @@ def test_the_store_names_are_the_same_classes():
 def test_every_named_status_has_a_class_of_its_own():
     assert set(errors.ERRORS_BY_STATUS) == {400, 401, 403, 404, 409, 412, 413, 429, 503}
     assert len(set(errors.ERRORS_BY_STATUS.values())) == len(errors.ERRORS_BY_STATUS)
+
+
+def test_content_already_encoded_goes_as_it_is_and_answers_read_the_same_with_orjson_or_without():
+    import json
+
+    from memoryadmin_client import http as layer
+
+    script = Script(httpx.Response(200, json={"ok": True, "n": [1, 2.5, None]}))
+    answer = client(script).send(Call("POST", "/threads/t/checkpoints", content=b'{"a":1}'))
+    assert script.requests[0].content == b'{"a":1}'
+    assert script.requests[0].headers["Content-Type"] == "application/json"
+    assert layer.json_of(answer) == answer.json() == {"ok": True, "n": [1, 2.5, None]}
+    value = {"é": ["x", 1, 2.5, True, None, {"k": -0.0}], "big": 2**63}
+    assert json.loads(layer.dumps_strict(value)) == json.loads(layer.encode_json(body=value)) == value
+    # Past 64 bits orjson refuses an integer: the standard library writes it.
+    assert json.loads(layer.dumps_strict({"n": 2**70})) == {"n": 2**70}
+
+
+def test_every_client_of_the_process_shares_one_tls_context():
+    from memoryadmin_client.http import tls_context
+
+    first, second = HTTPClient("https://a.test"), HTTPClient("https://b.test")
+    assert tls_context() is tls_context()
+    assert first._client._transport.fallback._pool._ssl_context is second._client._transport.fallback._pool._ssl_context is tls_context()

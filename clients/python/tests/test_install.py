@@ -38,7 +38,8 @@ def test_the_core_requires_httpx_alone_and_langgraph_comes_with_its_extra():
         return {re.match(r"[A-Za-z0-9_.-]+", r).group().lower() for r in chosen}
 
     assert names(None) == {"httpx"}
-    assert names("langgraph") == {"langgraph", "langgraph-checkpoint", "langchain-core"}
+    # orjson writes and reads the saver's bodies (memoryadmin_client.http.dumps_strict, json_of).
+    assert names("langgraph") == {"langgraph", "langgraph-checkpoint", "langchain-core", "orjson"}
     assert names("agentscope") == {"agentscope", "mcp", "tqdm", "greenlet"}
     assert names("langchain") == {"langchain-core"}
 

@@ -35,6 +35,8 @@ from langgraph.checkpoint.base import Checkpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from ..http import dumps_strict
+
 BLOB_KEY = "$blob"
 MESSAGES_KEY = "$messages"
 
@@ -67,7 +69,8 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64
 
 def _plain(value: Any, depth: int = 0) -> bool:
     """Whether a value is JSON as it stands (exact types, storable, not envelope-shaped):
-    what json.loads(json.dumps(value)) gives back unchanged."""
+    what json.loads(json.dumps(value)) gives back unchanged. Loops rather than generators,
+    and strings (most items) checked in line: it runs over every message of a step."""
     kind = type(value)
     if kind is str:
         return "\x00" not in value
@@ -80,12 +83,30 @@ def _plain(value: Any, depth: int = 0) -> bool:
     if depth > 64:
         return False
     if kind is list:
-        return all(_plain(item, depth + 1) for item in value)
+        for item in value:
+            if type(item) is str:
+                if "\x00" in item:
+                    return False
+            elif not _plain(item, depth + 1):
+                return False
+        return True
     if kind is dict:
-        return not _reserved(value) and all(
-            type(key) is str and "\x00" not in key and _plain(item, depth + 1) for key, item in value.items()
-        )
+        if _reserved(value):
+            return False
+        for key, item in value.items():
+            if type(key) is not str or "\x00" in key:
+                return False
+            if type(item) is str:
+                if "\x00" in item:
+                    return False
+            elif not _plain(item, depth + 1):
+                return False
+        return True
     return False
+
+
+_REQUIRED = object()
+_EXCLUDED = object()
 
 
 class _MessageShape:
@@ -97,28 +118,36 @@ class _MessageShape:
     def __init__(self, kind: type) -> None:
         self.id = kind.lc_id()
         self.attributes = "lc_attributes" in kind.__dict__
-        self.fields = []
+        # Per field written: its default (a factory's value made once), or REQUIRED.
+        self.defaults: dict[str, Any] = {}
         for name, info in kind.model_fields.items():
             if info.exclude:
                 continue
             factory = info.default_factory
-            self.fields.append((name, info.is_required(), factory, None if factory else info.default))
+            self.defaults[name] = _REQUIRED if info.is_required() else factory() if factory is not None else info.default
 
     def envelope(self, message: Any) -> dict[str, Any] | None:
-        values = message.__dict__
+        defaults = self.defaults
         kwargs: dict[str, Any] = {}
-        for name, required, factory, default in self.fields:
-            value = values.get(name)
-            if not (required or value):
-                if factory is dict and type(value) is dict or factory is list and type(value) is list:
-                    continue
-                if (factory() if factory is not None else default) == value:
-                    continue
+        for name, value in message.__dict__.items():
+            default = defaults.get(name, _EXCLUDED)
+            if default is _EXCLUDED:
+                continue
+            # A field left at its default is left out, as to_json leaves it out (a falsy one only).
+            if not value and default is not _REQUIRED and default == value:
+                continue
+            # Each field checked as it is taken (the field names themselves are plain).
+            if type(value) is str:
+                if "\x00" in value:
+                    return None
+            elif not _plain(value, 1):
+                return None
             kwargs[name] = value
         if self.attributes:
-            kwargs.update(message.lc_attributes)  # AIMessage's tool calls, as to_json adds them
-        if not _plain(kwargs):
-            return None
+            extra = message.lc_attributes  # AIMessage's tool calls, as to_json adds them
+            if not _plain(extra):
+                return None
+            kwargs.update(extra)
         return {"lc": 1, "type": "constructor", "id": self.id, "kwargs": kwargs}
 
 
@@ -228,7 +257,13 @@ class ValueCodec:
                         marker["checkpoint"] = refs.checkpoint
                     return {MESSAGES_KEY: marker}
             # LangGraph's own serializer gives a tuple back as a list; so does this one.
-            return [self._json(item, refs) for item in value]
+            out = []
+            for item in value:
+                # A list of messages (the messages channel) is the common case: straight to the shape.
+                shape = MESSAGE_SHAPES.get(type(item))
+                envelope = shape.envelope(item) if shape is not None else None
+                out.append(envelope if envelope is not None else self._json(item, refs))
+            return out
         if kind is dict:
             if not all(type(key) is str and "\x00" not in key for key in value) or _reserved(value):
                 raise _NotJson
@@ -318,6 +353,12 @@ class ValueCodec:
                 refs.marked.append(name)
         body["channel_values"] = values
         return body
+
+    @staticmethod
+    def encode(body: Any) -> bytes:
+        """A body made of what `dump` gives (strict JSON by construction) as JSON bytes, in one
+        pass and without reading it back (orjson where installed, `http.dumps_strict`)."""
+        return dumps_strict(body)
 
     def load_checkpoint(self, body: dict[str, Any]) -> Checkpoint:
         checkpoint = {key: self.load(item) for key, item in body.items() if key != "channel_values"}

@@ -74,7 +74,7 @@ from ..errors import (
     MemoryAdminInvalid,
     MemoryAdminNotFound,
 )
-from ..http import RETRIES, Call, HTTPClient, RetryPolicy
+from ..http import RETRIES, Call, HTTPClient, RetryPolicy, json_of
 from ..ids import path_segment, thread_id_checked
 from .codec import BLOB_KEY, MessageRefs, ValueCodec
 
@@ -259,8 +259,10 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
                 checkpoint_id=checkpoint["id"], channel=channel, messages=tuple(messages),
                 contents=tuple(id(getattr(item, "content", None)) for item in messages), head="",
             ), into=self._putting)
+        # Encoded here, in one pass: in the async methods a large step is encoded off the loop.
         call = Call(
-            "POST", f"/threads/{_q(thread_id)}/checkpoints", body=body, tolerate=(412,) if kept is not None else ()
+            "POST", f"/threads/{_q(thread_id)}/checkpoints", content=self.codec.encode(body),
+            tolerate=(412,) if kept is not None else (),
         )
         return _Put(call, thread_id, checkpoint["id"], messages if isinstance(messages, list) else None, kept is not None)
 
@@ -275,7 +277,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
 
     def _remember(self, put: _Put, response: Any) -> None:
         """After a put: the server's head of the thread's messages, for the next step's delta."""
-        answer = response.json() if response is not None else {}
+        answer = json_of(response) if response is not None else {}
         held = answer.get("messages") if isinstance(answer, dict) else None
         self._forget(put.thread_id)
         if isinstance(held, dict) and isinstance(held.get("head"), str) and put.messages is not None:
@@ -320,8 +322,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
     def _writes_request(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str, *, whole: bool = False
     ) -> Call:
-        """The writes' request: messages of the checkpoint last put or read there by reference
-        (the call tolerates the server's 412 then, and `whole` sends them in full)."""
+        """The writes' request, messages by reference to a checkpoint's (412 tolerated; `whole`: none)."""
         configurable = _configurable(config)
         checkpoint_id = configurable.get("checkpoint_id")
         if not checkpoint_id:
@@ -345,7 +346,8 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         body = {"checkpoint_ns": ns, "task_id": task_id, "task_path": task_path, "writes": items}
         marked = refs is not None and refs.used > 0
         return Call(
-            "POST", f"/threads/{_q(configurable['thread_id'])}/checkpoints/{_q(checkpoint_id)}/writes", body=body,
+            "POST", f"/threads/{_q(configurable['thread_id'])}/checkpoints/{_q(checkpoint_id)}/writes",
+            content=self.codec.encode(body),
             tolerate=(412,) if marked else (),
         )
 
@@ -380,7 +382,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         """A read checkpoint; the messages the server holds for it remembered, for the next step's delta."""
         if response is None:
             return None
-        data = response.json()
+        data = json_of(response)
         found = self._tuple(data)
         held = data.get("messages")
         if isinstance(held, dict) and not data["checkpoint_ns"] and isinstance(held.get("head"), str):
@@ -421,7 +423,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             response = self.http.send(self._list_request(config, filter, before, page))
             if response is None:
                 return
-            data = response.json()
+            data = json_of(response)
             for item in data["results"]:
                 yield self._tuple(item)
             if remaining is not None:
@@ -494,7 +496,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             response = await self.http.asend(self._list_request(config, filter, before, page))
             if response is None:
                 return
-            data = response.json()
+            data = json_of(response)
             for item in data["results"]:
                 yield self._tuple(item)
             if remaining is not None:
