@@ -33,6 +33,8 @@ from sessions_app.threads import services as thread_services
 from sessions_app.threads.messages import ROLE_ALIASES
 from sessions_app.threads.models import Block, Thread
 
+from .references import checkpoints_expand
+from .versions import values_hydrate
 from .wire import MESSAGE_TYPES, lc_envelope
 
 DEFAULT_AGENT_CODE = "langgraph"
@@ -219,7 +221,17 @@ def _picked_apart(thread_pk: int, agent: str, upto: int, count: int) -> list[tup
     return picked[::-1]
 
 
-def checkpoints_hydrate(rows: list) -> list:
+def checkpoints_hydrate(rows: list, also: list = ()) -> list:
+    """Read checkpoints back as they were put: their values stored by version
+    (`versions.values_hydrate`), their messages channel from the blocks, then the values
+    holding messages by reference (`references.checkpoints_expand`). `also` are
+    what pending writes refer to (`references.writes_held`), read in the same query."""
+    values_hydrate(rows)
+    _messages_hydrate([*rows, *also])
+    return checkpoints_expand(rows)
+
+
+def _messages_hydrate(rows: list) -> list:
     """Put every referenced messages channel back into its checkpoint's `channel_values`.
 
     One query for any number of checkpoints and threads: per (thread, agent), the blocks

@@ -13,6 +13,7 @@ from memoryadmin.errors import Conflict, InvalidInput
 from memoryadmin.jsoncheck import text_input_check
 
 from sessions_app.checkpoints.conversation import checkpoints_hydrate
+from sessions_app.checkpoints.references import writes_expand, writes_held
 from sessions_app.checkpoints.selectors import checkpoint_as_dict, checkpoints_of
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
 from sessions_app.checkpoints.removal import checkpoints_keep_newest, checkpoints_remove, thread_checkpoints_remove
@@ -169,7 +170,9 @@ def checkpoint_copy_thread(*, actor, source_thread_id: str, target_thread_id: An
         target.metadata = source.metadata
         target.save(update_fields=["metadata", "updated_at"])
     # The copy holds every channel itself: the source's blocks stay the source's.
-    originals = checkpoints_hydrate(list(Checkpoint.objects.filter(thread=source).order_by("id")))
+    sources = list(CheckpointWrite.objects.filter(thread=source).order_by("id"))
+    originals = checkpoints_hydrate(list(Checkpoint.objects.filter(thread=source).order_by("id")), also=writes_held(sources))
+    writes_expand(sources)
     copies = [
         Checkpoint(
             thread=target,
@@ -199,7 +202,7 @@ def checkpoint_copy_thread(*, actor, source_thread_id: str, target_thread_id: An
             value=_json_field_value(write.value),
             created_at=write.created_at,
         )
-        for write in CheckpointWrite.objects.filter(thread=source).order_by("id")
+        for write in sources
     ]
     CheckpointWrite.objects.bulk_create(writes, batch_size=1000)
     return target

@@ -31,6 +31,12 @@ class Checkpoint(ThreadScoped):
     # here by reference ({"channel", "agent", "upto", "count"}; sessions_app/checkpoints/
     # conversation.py), left out of `checkpoint`; null when `checkpoint` holds every channel.
     messages_ref = StoredJSONField(null=True, blank=True, default=None)
+    # The channels of `checkpoint` holding messages by reference to its messages channel
+    # ({"$messages": ...} markers; sessions_app/checkpoints/references.py); null when none.
+    refs = StoredJSONField(null=True, blank=True, default=None)
+    # The channels whose value is stored once per version in CheckpointValue ({channel: [version,
+    # digest]}; sessions_app/checkpoints/versions.py), left out of `checkpoint`; null when none.
+    values_ref = StoredJSONField(null=True, blank=True, default=None)
     metadata = StoredJSONField(default=dict, blank=True)
     run_id = models.CharField(max_length=128, blank=True, default="")
     node_id = models.CharField(max_length=255, blank=True, default="")
@@ -76,6 +82,8 @@ class CheckpointWrite(ThreadScoped):
     idx = models.IntegerField()
     channel = models.CharField(max_length=255)
     value = StoredJSONField()
+    # The value holds messages by reference to its checkpoint's messages channel (references.py).
+    refers = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -90,6 +98,34 @@ class CheckpointWrite(ThreadScoped):
 
     def __str__(self) -> str:
         return f"{self.thread_id}:{self.checkpoint_id}:{self.task_id}#{self.idx} {self.channel}"
+
+
+class CheckpointValue(ThreadScoped):
+    """A channel's value at one version, stored once for every checkpoint of the thread's
+    namespace holding that version (LangGraph's checkpoint_blobs; versions.py).
+
+    Keyed by the value's digest too: a version is LangGraph's promise that the value did not
+    change, and the digest makes a checkpoint read back exactly even where a saver reused a
+    version for another value. Removing checkpoints removes the values no checkpoint of the
+    thread still holds (removal.py).
+    """
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoint_values")
+    checkpoint_ns = models.CharField(max_length=512, blank=True, default="")
+    channel = models.CharField(max_length=255)
+    version = models.CharField(max_length=128)
+    digest = models.CharField(max_length=64)
+    value = StoredJSONField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "checkpoint_ns", "channel", "version", "digest"], name="checkpoint_value_version_uniq"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id}:{self.checkpoint_ns}:{self.channel}@{self.version}"
 
 
 class SavedThreadView(models.Model):

@@ -13,6 +13,8 @@ here, by these rules (docs/checkpoints.md, "Removing checkpoints"):
   its way: LangGraph sends a task's writes alongside the put).
 - Keeping the newest N: in each (thread, namespace), the N checkpoints with the
   highest history position stay and the older ones go, oldest first.
+- The channel values stored by version (versions.py) that no remaining checkpoint of
+  the thread holds go too.
 - The parent chain is repaired in the same transaction: a checkpoint that stays
   and whose parent id names a checkpoint that no longer exists gets an empty
   parent id, so it is the root of what is left (LangGraph reads it as a
@@ -30,7 +32,8 @@ from dataclasses import dataclass, field
 from django.db.models import Exists, F, OuterRef, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
-from .models import Checkpoint, CheckpointWrite
+from .models import Checkpoint, CheckpointValue, CheckpointWrite
+from .versions import value_ref_valid
 
 # Given the checkpoints and the pending writes about to go, their size (retention reports bytes).
 Measure = Callable[[QuerySet[Checkpoint], QuerySet[CheckpointWrite]], int]
@@ -106,6 +109,7 @@ def checkpoints_remove(
     written, _ = writes.delete()
     removed, _ = checkpoints.delete()
     checkpoint_parents_repair(thread_ids)
+    values_collect(thread_ids)
     return Removed(checkpoints=removed, writes=written, bytes=size, threads=thread_ids)
 
 
@@ -141,3 +145,29 @@ def checkpoints_keep_newest(
             return Removed()
         excess = Checkpoint.objects.filter(pk__in=pks)
     return checkpoints_remove(excess, measure=measure)
+
+
+def values_collect(thread_ids: set[int]) -> int:
+    """After checkpoints of these threads were removed: the values no remaining checkpoint
+    holds go too. Answers how many went."""
+    if not thread_ids:
+        return 0
+    held = set()
+    for thread_id, ns, refs in (
+        Checkpoint.objects.filter(thread__in=thread_ids, values_ref__isnull=False)
+        .values_list("thread_id", "checkpoint_ns", "values_ref")
+        .iterator(chunk_size=2000)
+    ):
+        if isinstance(refs, dict):
+            held.update((thread_id, ns, channel, *ref) for channel, ref in refs.items() if value_ref_valid(ref))
+    going = [
+        pk
+        for pk, *key in CheckpointValue.objects.filter(thread__in=thread_ids)
+        .values_list("pk", "thread_id", "checkpoint_ns", "channel", "version", "digest")
+        .iterator(chunk_size=2000)
+        if tuple(key) not in held
+    ]
+    removed = 0
+    for start in range(0, len(going), 1000):
+        removed += CheckpointValue.objects.filter(pk__in=going[start : start + 1000]).delete()[0]
+    return removed

@@ -23,6 +23,7 @@ from ..threads.selectors import thread_get_for_read
 from memoryadmin.params import LIST_LIMIT_DEFAULT
 from sessions_app.checkpoints.containment import _apply_exact, json_filter
 from sessions_app.checkpoints.conversation import checkpoints_hydrate
+from sessions_app.checkpoints.references import writes_expand, writes_held
 
 
 # \A and \Z, not ^ and $: "$" also matches before a trailing newline.
@@ -97,11 +98,14 @@ def attach_writes(rows: list[Checkpoint]) -> list[Checkpoint]:
     and its messages channel back from the blocks when it holds it by reference (one more)."""
     if not rows:
         return rows
-    checkpoints_hydrate(rows)
     by_key: dict[tuple[int, str, str], list[CheckpointWrite]] = {}
-    writes = CheckpointWrite.objects.filter(
-        thread_id__in={row.thread_id for row in rows}, checkpoint_id__in={row.checkpoint_id for row in rows}
-    ).order_by("task_path", "task_id", "idx")
+    writes = list(
+        CheckpointWrite.objects.filter(
+            thread_id__in={row.thread_id for row in rows}, checkpoint_id__in={row.checkpoint_id for row in rows}
+        ).order_by("task_path", "task_id", "idx")
+    )
+    checkpoints_hydrate(rows, also=writes_held(writes))
+    writes_expand(writes)
     for write in writes:
         by_key.setdefault((write.thread_id, write.checkpoint_ns, write.checkpoint_id), []).append(write)
     for row in rows:

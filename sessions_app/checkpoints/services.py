@@ -36,7 +36,7 @@ from memoryadmin.errors import InvalidInput, NotFound, PreconditionFailed
 from memoryadmin.jsoncheck import DEPTH_MAX, DOCUMENT_DEPTH_MAX, document_bytes_max, json_value_check, text_input_check, text_storable
 from memoryadmin.params import CURSOR_MAX, parse_int
 
-from sessions_app.checkpoints import conversation
+from sessions_app.checkpoints import conversation, references, versions
 from sessions_app.checkpoints.langgraph import is_langgraph_checkpoint, next_nodes, nodes_run
 from sessions_app.checkpoints.selectors import checkpoint_etag, checkpoint_id_validate, checkpoint_ns_validate
 from sessions_app.checkpoints.wire import WRITES_IDX_MAP
@@ -98,6 +98,8 @@ class CheckpointInput:
     next_node_id: str | None
     # The messages channel as a delta ({"head", "append"}), when it is not in channel_values.
     messages: conversation.Delta | None = None
+    # The channels holding messages by reference to the messages channel (references.py).
+    refs: list[str] | None = None
 
 
 def checkpoint_input(
@@ -109,6 +111,7 @@ def checkpoint_input(
     node_id: Any = None,
     next_node_id: Any = None,
     messages: Any = None,
+    refs: Any = None,
 ) -> CheckpointInput:
     """Validate the body of a checkpoint put; every error names its field."""
     body = _json_object(checkpoint, "checkpoint", required=True, document=True)
@@ -135,6 +138,7 @@ def checkpoint_input(
         node_id=None if node_id is None else _short_text(node_id, "node_id", NODE_ID_MAX),
         next_node_id=None if next_node_id is None else _short_text(next_node_id, "next_node_id", NODE_ID_MAX),
         messages=delta,
+        refs=references.refs_input(refs, body.get("channel_values") or {}),
     )
 
 
@@ -262,6 +266,7 @@ def _fields(thread: Thread, data: CheckpointInput, parent_seen: Any = NO_PARENT)
         "run_id": _run_id(data.metadata),
         "node_id": node_id,
         "next_node_id": next_node_id,
+        "refs": data.refs,
     }
 
 
@@ -285,6 +290,8 @@ def checkpoint_put(
     thread, existing, parent_seen = _thread_and_checkpoints_for_put(actor, thread_id, data, checkpoint_id, action)
     fields = _fields(thread, data, parent_seen)
     answer, moved = _conversation(actor, thread, data, fields, existing)
+    _refs_fit(data, fields)
+    _by_version(thread, data, fields)
     if existing is None:
         Checkpoint.objects.create(thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id, **fields)
     else:
@@ -326,6 +333,23 @@ def _thread_and_checkpoints_for_put(actor, thread_id: str, data: CheckpointInput
     if thread.put_pk is not None:
         existing = Checkpoint(pk=thread.put_pk, thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id)
     return thread, existing, thread.parent_seen if isinstance(thread.parent_seen, dict) else None
+
+
+def _refs_fit(data: CheckpointInput, fields: dict[str, Any]) -> None:
+    """The put's markers fit its messages: those it holds, or those kept as the thread's blocks."""
+    if not data.refs:
+        return
+    ref = fields.get("messages_ref")
+    held = {ref["channel"]: ref["count"]} if isinstance(ref, dict) else None
+    values = data.checkpoint.get("channel_values") or {}
+    references.refs_check(data.refs, values, references.list_lengths(values, held))
+
+
+def _by_version(thread: Thread, data: CheckpointInput, fields: dict[str, Any]) -> None:
+    """Large channel values stored once per version (versions.py); `fields` changed in place."""
+    fields["checkpoint"], fields["values_ref"] = versions.values_split(
+        thread=thread, checkpoint_ns=data.checkpoint_ns, body=fields["checkpoint"], keep=set(data.refs or ())
+    )
 
 
 def _is_latest_root(thread: Thread, existing: Checkpoint | None) -> bool:
@@ -399,7 +423,9 @@ def checkpoint_replace(
             "messages: a replacement carries its channel values whole.", fields={"messages": ["is not accepted here."]}
         )
     fields = _fields(thread, data)
-    fields["messages_ref"] = None  # a replacement in place holds every channel itself
+    fields["messages_ref"] = None  # a replacement in place holds its messages itself
+    _refs_fit(data, fields)
+    _by_version(thread, data, fields)
     for name, value in fields.items():
         setattr(existing, name, value)
     existing.save_in_thread([*fields, "updated_at"])
@@ -412,6 +438,8 @@ class WriteInput:
     task_id: str
     task_path: str
     writes: list[tuple[str, Any]]
+    # The indexes (in `writes`) of the values holding messages by reference (references.py).
+    refers: frozenset[int] = frozenset()
 
 
 def write_input(*, task_id: Any, task_path: Any = None, writes: Any) -> WriteInput:
@@ -425,7 +453,7 @@ def write_input(*, task_id: Any, task_path: Any = None, writes: Any) -> WriteInp
             f"writes holds {len(writes)} items; the limit is {MAX_WRITES_PER_CALL}.",
             fields={"writes": [f"at most {MAX_WRITES_PER_CALL} items."]},
         )
-    parsed = []
+    parsed, refers = [], set()
     for index, item in enumerate(writes):
         where = f"writes[{index}]"
         if not isinstance(item, dict) or "channel" not in item or "value" not in item:
@@ -435,7 +463,13 @@ def write_input(*, task_id: Any, task_path: Any = None, writes: Any) -> WriteInp
             )
         channel = _short_text(item["channel"], f"{where}.channel", CHANNEL_MAX, required=True)
         parsed.append((channel, _json_value(item["value"], f"{where}.value")))
-    return WriteInput(task_id=task_id, task_path=task_path, writes=parsed)
+        flag = item.get("refs", False)
+        if type(flag) is not bool:
+            raise InvalidInput(f"{where}.refs must be true or false.", fields={f"{where}.refs": ["must be true or false."]})
+        if flag:
+            references.markers_of(parsed[-1][1], f"{where}.value", named=True)
+            refers.add(index)
+    return WriteInput(task_id=task_id, task_path=task_path, writes=parsed, refers=frozenset(refers))
 
 
 @transaction.atomic
@@ -458,15 +492,21 @@ def checkpoint_put_writes(
     checkpoint_ns = checkpoint_ns_validate(checkpoint_ns)
     thread, _ = _thread_for_write(actor=actor, thread_id=thread_id, action="checkpoint.write", create=True)
     key = {"thread": thread, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}
-    rows = {
-        WRITES_IDX_MAP.get(channel, index): (channel, value) for index, (channel, value) in enumerate(data.writes)
-    }
+    # Values holding messages by reference, as stored (references.py): one query, or a 412.
+    marked = {}
+    if data.refers:
+        values = {index: data.writes[index][1] for index in data.refers}
+        marked = references.writes_resolve(thread=thread, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id, values=values)
+    rows = {}
+    for index, (channel, value) in enumerate(data.writes):
+        kept, refers = marked.get(index, (value, False))
+        rows[WRITES_IDX_MAP.get(channel, index)] = (channel, kept, refers)
     stored = {
         write.idx: write
         for write in CheckpointWrite.objects.filter(**key, task_id=data.task_id, idx__in=list(rows))
     }
     new, replaced = [], []
-    for idx, (channel, value) in rows.items():
+    for idx, (channel, value, refers) in rows.items():
         current = stored.get(idx)
         if current is None:
             new.append(
@@ -477,21 +517,17 @@ def checkpoint_put_writes(
                     idx=idx,
                     channel=channel,
                     value=_json_field_value(value),
+                    refers=refers,
                 )
             )
         elif idx < 0:
             current.channel, current.value, current.task_path = channel, _json_field_value(value), data.task_path
+            current.refers = refers
             replaced.append(current)
     CheckpointWrite.objects.bulk_create(new, batch_size=1000)
     if replaced:
-        CheckpointWrite.objects.bulk_update(replaced, ["channel", "value", "task_path"])
+        CheckpointWrite.objects.bulk_update(replaced, ["channel", "value", "task_path", "refers"])
     return len(new) + len(replaced)
-
-
-# --- removal: release, delete_thread, prune, delete_for_runs ----------------------------------
-
-
-# --- copy ----------------------------------------------------------------------------------------
 
 
 # --- LangGraph's thread writes (POST /threads, PATCH /threads/{id}) ---------------------------------

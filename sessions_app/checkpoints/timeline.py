@@ -241,7 +241,7 @@ def checkpoint_detail_in(*, thread: Thread, checkpoint_id: str, checkpoint_ns: s
             Checkpoint.objects.filter(
                 thread=checkpoint.thread, checkpoint_ns=checkpoint.checkpoint_ns, checkpoint_id=checkpoint.parent_checkpoint_id
             )
-            .only("thread_id", "checkpoint", "messages_ref")
+            .only("thread_id", "checkpoint_ns", "checkpoint", "messages_ref", "refs", "values_ref")
             .first()
         )
         if parent is not None:

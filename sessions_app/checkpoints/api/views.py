@@ -74,6 +74,7 @@ def _put_input(data: dict[str, Any]) -> svc.CheckpointInput:
         node_id=data.get("node_id"),
         next_node_id=data.get("next_node_id"),
         messages=data.get("messages"),
+        refs=data.get("refs"),
     )
 
 

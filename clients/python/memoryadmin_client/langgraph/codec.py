@@ -10,6 +10,15 @@ anything else (bytes, sets, datetimes, custom classes) goes as a typed blob
 `{"$blob": {"type", "base64"}}` made by the saver's serializer, which
 round-trips exactly. A serializer other than `JsonPlusSerializer` (an
 encrypting one, say) makes every value a blob.
+
+Messages by reference (`MessageRefs`): inside the other values of a checkpoint (the
+prebuilt ReAct agent's `Send` packets carry its whole state) and inside the writes of a
+task run from a checkpoint, a list that starts with the very message objects of that
+checkpoint's messages channel goes as `{"$messages": {"channel", "count", "append"}}`:
+its first `count` messages are the channel's, then `append`. A task's writes name the
+checkpoint (`"checkpoint": id`) whose messages they start with. The server puts them back on
+every read (docs/checkpoints.md, "Send packets and task writes"). A plain dict with a
+`$messages` key therefore travels as a blob, as one with `$blob` does.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from ..http import dumps_strict
 
 BLOB_KEY = "$blob"
+MESSAGES_KEY = "$messages"
 
 # LangGraph types sent in the `{"lc": 2}` constructor form, which JsonPlusSerializer
 # revives without an allowlist (they are in its list of safe types).
@@ -41,7 +51,7 @@ class _NotJson(Exception):
 
 def _reserved(value: dict[str, Any]) -> bool:
     """A plain dict shaped like an envelope would be read back as one: it must travel as a blob."""
-    return BLOB_KEY in value or value.get("lc") in (1, 2)
+    return BLOB_KEY in value or MESSAGES_KEY in value or value.get("lc") in (1, 2)
 
 
 def _has_nul(value: Any) -> bool:
@@ -155,6 +165,45 @@ def _message_shapes() -> dict[type, _MessageShape]:
 MESSAGE_SHAPES = _message_shapes()
 
 
+class MessageRefs:
+    """The messages a value may hold by reference: a checkpoint's messages channel, as the
+    server holds it. `contents` (the ids of the messages' content when they were sent) says
+    a message object was not edited in place since; `used` counts the markers made and
+    `marked` names the channels of a checkpoint that hold one."""
+
+    __slots__ = ("channel", "messages", "contents", "checkpoint", "used", "marked")
+
+    def __init__(self, channel: str, messages: Any, contents: Any = None, checkpoint: str | None = None) -> None:
+        self.channel, self.messages, self.contents, self.checkpoint = channel, messages, contents, checkpoint
+        self.used = 0
+        self.marked: list[str] = []
+
+    def prefix(self, value: list[Any]) -> int:
+        """How many of the list's first items are the channel's messages, the same objects."""
+        count, contents = 0, self.contents
+        for item, message in zip(value, self.messages):
+            if item is not message or contents is not None and id(getattr(item, "content", None)) != contents[count]:
+                break
+            count += 1
+        return count
+
+    def longest_in(self, values: list[Any]) -> int:
+        """The most of these messages a list inside `values` starts with (a `Send`'s state, say)."""
+        first, best, stack = self.messages[0], 0, list(values)
+        while stack:
+            value = stack.pop()
+            kind = type(value)
+            if kind is list and value and value[0] is first:
+                best = max(best, self.prefix(value))
+            elif kind is list or kind is tuple:
+                stack.extend(item for item in value if type(item) in (list, tuple, dict) or hasattr(item, "arg"))
+            elif kind is dict:
+                stack.extend(item for item in value.values() if type(item) in (list, tuple, dict) or hasattr(item, "arg"))
+            elif hasattr(value, "arg") and hasattr(value, "node"):  # a Send
+                stack.append(value.arg)
+        return best
+
+
 class ValueCodec:
     """Turns channel values into the wire format and back (see the module docstring)."""
 
@@ -164,22 +213,23 @@ class ValueCodec:
 
     # to the wire
 
-    def dump(self, value: Any) -> Any:
+    def dump(self, value: Any, refs: MessageRefs | None = None) -> Any:
         if self.readable:
             try:
-                return self._json(value)
+                return self._json(value, refs)
             except _NotJson:
                 pass
             kind = type(value)
             if kind is list or kind is tuple:
-                return [self.dump(item) for item in value]
+                return [self.dump(item, refs) for item in value]
             if kind is dict and all(type(key) is str and "\x00" not in key for key in value) and not _reserved(value):
-                return {key: self.dump(item) for key, item in value.items()}
+                return {key: self.dump(item, refs) for key, item in value.items()}
         type_, data = self.serde.dumps_typed(value)
         return {BLOB_KEY: {"type": type_, "base64": base64.b64encode(data).decode("ascii")}}
 
-    def _json(self, value: Any) -> Any:
-        """`value` as JSON that reads back equal, or _NotJson. Exact types only (no subclasses)."""
+    def _json(self, value: Any, refs: MessageRefs | None = None) -> Any:
+        """`value` as JSON that reads back equal, or _NotJson. Exact types only (no subclasses).
+        With `refs`, a list starting with their messages becomes a marker."""
         kind = type(value)
         if value is None or kind is bool:
             return value
@@ -197,18 +247,27 @@ class ValueCodec:
                 raise _NotJson
             return value
         if kind is list or kind is tuple:
+            if refs is not None and kind is list and value and refs.messages and value[0] is refs.messages[0]:
+                count = refs.prefix(value)
+                if count:
+                    refs.used += 1
+                    append = [self._json(item, refs) for item in value[count:]]
+                    marker = {"channel": refs.channel, "count": count, "append": append}
+                    if refs.checkpoint is not None:
+                        marker["checkpoint"] = refs.checkpoint
+                    return {MESSAGES_KEY: marker}
             # LangGraph's own serializer gives a tuple back as a list; so does this one.
             out = []
             for item in value:
                 # A list of messages (the messages channel) is the common case: straight to the shape.
                 shape = MESSAGE_SHAPES.get(type(item))
                 envelope = shape.envelope(item) if shape is not None else None
-                out.append(envelope if envelope is not None else self._json(item))
+                out.append(envelope if envelope is not None else self._json(item, refs))
             return out
         if kind is dict:
             if not all(type(key) is str and "\x00" not in key for key in value) or _reserved(value):
                 raise _NotJson
-            return {key: self._json(item) for key, item in value.items()}
+            return {key: self._json(item, refs) for key, item in value.items()}
         if isinstance(value, BaseException):
             # LangGraph's own serializer keeps an error as its repr; so does this one.
             return repr(value).replace("\x00", "")
@@ -235,7 +294,12 @@ class ValueCodec:
                 }
             else:
                 raise _NotJson
-            envelope = {"lc": 2, "type": "constructor", "id": [*module.split("."), name], "kwargs": {k: self._json(v) for k, v in kwargs.items()}}
+            used = refs.used if refs is not None else 0
+            envelope = {"lc": 2, "type": "constructor", "id": [*module.split("."), name], "kwargs": {k: self._json(v, refs) for k, v in kwargs.items()}}
+            if refs is not None and refs.used != used:
+                # Its fields are exact JSON (`_json`) but for the markers, which the server
+                # puts back as the messages they stand for: it revives equal, unchecked.
+                return envelope
             return self._checked(value, envelope)
         raise _NotJson
 
@@ -269,12 +333,25 @@ class ValueCodec:
             return {key: self.load(item) for key, item in value.items()}
         return value
 
-    def dump_checkpoint(self, checkpoint: Checkpoint, *, leave_out: str | None = None) -> dict[str, Any]:
-        """The checkpoint on the wire; `leave_out` names a channel sent apart (the messages of a delta)."""
+    def dump_checkpoint(
+        self, checkpoint: Checkpoint, *, leave_out: str | None = None, refs: MessageRefs | None = None
+    ) -> dict[str, Any]:
+        """The checkpoint on the wire; `leave_out` names a channel sent apart (the messages of a
+        delta); with `refs` (its own messages channel) the other channels hold those messages by
+        reference, and `refs.marked` names the channels that do."""
         body = {key: self.dump(item) for key, item in checkpoint.items() if key != "channel_values"}
-        body["channel_values"] = {
-            name: self.dump(item) for name, item in checkpoint.get("channel_values", {}).items() if name != leave_out
-        }
+        values = {}
+        for name, item in checkpoint.get("channel_values", {}).items():
+            if name == leave_out:
+                continue
+            if refs is None or name == refs.channel:
+                values[name] = self.dump(item)
+                continue
+            used = refs.used
+            values[name] = self.dump(item, refs)
+            if refs.used != used:
+                refs.marked.append(name)
+        body["channel_values"] = values
         return body
 
     @staticmethod
@@ -289,4 +366,4 @@ class ValueCodec:
         return checkpoint  # type: ignore[return-value]
 
 
-__all__ = ["BLOB_KEY", "LC2_TYPES", "ValueCodec"]
+__all__ = ["BLOB_KEY", "LC2_TYPES", "MESSAGES_KEY", "MessageRefs", "ValueCodec"]

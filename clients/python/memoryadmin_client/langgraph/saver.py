@@ -26,6 +26,10 @@ it with a 412, writing nothing, when its head is another (a fork, another writer
 the saver then sends the step whole. Encoding a large step runs off the event loop in
 the async methods.
 
+Messages inside other values (`Send` packets, task writes) travel by reference to a
+checkpoint's messages (`codec.MessageRefs`); writes the server cannot resolve (a 412:
+their checkpoint not stored yet) are sent again whole.
+
 Errors are the client's `MemoryAdminError` subclasses (`memoryadmin_client.errors`):
 401 `MemoryAdminAuthError`, 403 `MemoryAdminForbidden` (another user's thread,
 or a read-only key), 404 `MemoryAdminNotFound`, 400 `MemoryAdminInvalid` (also
@@ -72,7 +76,7 @@ from ..errors import (
 )
 from ..http import RETRIES, Call, HTTPClient, RetryPolicy, json_of
 from ..ids import path_segment, thread_id_checked
-from .codec import BLOB_KEY, ValueCodec
+from .codec import BLOB_KEY, MessageRefs, ValueCodec
 
 PAGE_SIZE = 100
 BATCH = 1000
@@ -153,6 +157,9 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         self.retries = retries
         self.codec = ValueCodec(self.serde)
         self._sent: OrderedDict[str, _Sent] = OrderedDict()
+        # The checkpoint each thread's latest put is sending: its tasks' writes, which LangGraph
+        # sends while that put may still be on its way, refer to its messages too.
+        self._putting: OrderedDict[str, _Sent] = OrderedDict()
         self._sent_lock = threading.Lock()
 
     # connection handling
@@ -230,8 +237,10 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         thread_id, ns, parent = configurable["thread_id"], configurable.get("checkpoint_ns") or "", configurable.get("checkpoint_id")
         values = checkpoint.get("channel_values") or {}
         sent = None if whole or ns else self._remembered(thread_id)
-        messages = values.get(sent.channel) if sent is not None else values.get("messages")
+        channel = sent.channel if sent is not None else "messages"
+        messages = values.get(channel)
         kept = _kept(sent, parent, messages)
+        refs = MessageRefs(channel, messages) if type(messages) is list and messages else None
         body = {
             "checkpoint_id": checkpoint["id"],
             "parent_checkpoint_id": parent,
@@ -239,10 +248,17 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             "metadata": self.codec.dump(dict(get_checkpoint_metadata(config, metadata))),
         }
         if kept is None:
-            body["checkpoint"] = self.codec.dump_checkpoint(checkpoint)
+            body["checkpoint"] = self.codec.dump_checkpoint(checkpoint, refs=refs)
         else:
-            body["checkpoint"] = self.codec.dump_checkpoint(checkpoint, leave_out=sent.channel)
+            body["checkpoint"] = self.codec.dump_checkpoint(checkpoint, leave_out=sent.channel, refs=refs)
             body["messages"] = {"head": sent.head, "append": [self.codec.dump(item) for item in messages[kept:]]}
+        if refs is not None and refs.marked:
+            body["refs"] = refs.marked
+        if refs is not None and not ns:
+            self._store(thread_id, _Sent(
+                checkpoint_id=checkpoint["id"], channel=channel, messages=tuple(messages),
+                contents=tuple(id(getattr(item, "content", None)) for item in messages), head="",
+            ), into=self._putting)
         # Encoded here, in one pass: in the async methods a large step is encoded off the loop.
         call = Call(
             "POST", f"/threads/{_q(thread_id)}/checkpoints", content=self.codec.encode(body),
@@ -274,12 +290,19 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
                     head=held["head"],
                 ))
 
-    def _store(self, thread_id: str, sent: _Sent) -> None:
+    def _store(self, thread_id: str, sent: _Sent, into: OrderedDict[str, _Sent] | None = None) -> None:
+        memory = self._sent if into is None else into
         with self._sent_lock:
-            self._sent.pop(thread_id, None)
-            self._sent[thread_id] = sent
-            while len(self._sent) > REMEMBERED_THREADS:
-                self._sent.popitem(last=False)
+            memory.pop(thread_id, None)
+            memory[thread_id] = sent
+            while len(memory) > REMEMBERED_THREADS:
+                memory.popitem(last=False)
+
+    def _held(self, thread_id: str) -> list[_Sent]:
+        """The checkpoints of that thread whose messages the server holds: last put or read, being put."""
+        with self._sent_lock:
+            found = [memory.get(thread_id) for memory in (self._sent, self._putting)]
+        return [sent for sent in found if sent is not None and sent.messages]
 
     def _forget(self, thread_id: str) -> None:
         with self._sent_lock:
@@ -296,20 +319,36 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             }
         }
 
-    def _writes_request(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> Call:
+    def _writes_request(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str, *, whole: bool = False
+    ) -> Call:
+        """The writes' request, messages by reference to a checkpoint's (412 tolerated; `whole`: none)."""
         configurable = _configurable(config)
         checkpoint_id = configurable.get("checkpoint_id")
         if not checkpoint_id:
             raise ValueError("put_writes needs config['configurable']['checkpoint_id'].")
-        body = {
-            "checkpoint_ns": configurable.get("checkpoint_ns") or "",
-            "task_id": task_id,
-            "task_path": task_path,
-            "writes": [{"channel": channel, "value": self.codec.dump(value)} for channel, value in writes],
-        }
+        ns = configurable.get("checkpoint_ns") or ""
+        refs = None
+        if not (whole or ns):
+            # The task's values refer to the messages of the checkpoint they start with the most of.
+            candidates = [
+                MessageRefs(sent.channel, sent.messages, sent.contents, sent.checkpoint_id)
+                for sent in self._held(configurable["thread_id"])
+            ]
+            refs = max(candidates, key=lambda refs: refs.longest_in([value for _, value in writes]), default=None)
+        items = []
+        for channel, value in writes:
+            used = refs.used if refs is not None else 0
+            item = {"channel": channel, "value": self.codec.dump(value, refs)}
+            if refs is not None and refs.used != used:
+                item["refs"] = True
+            items.append(item)
+        body = {"checkpoint_ns": ns, "task_id": task_id, "task_path": task_path, "writes": items}
+        marked = refs is not None and refs.used > 0
         return Call(
             "POST", f"/threads/{_q(configurable['thread_id'])}/checkpoints/{_q(checkpoint_id)}/writes",
             content=self.codec.encode(body),
+            tolerate=(412,) if marked else (),
         )
 
     @staticmethod
@@ -411,7 +450,9 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         return self._put_answer(config, checkpoint)
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
-        self.http.send(self._writes_request(config, writes, task_id, task_path))
+        call = self._writes_request(config, writes, task_id, task_path)
+        if self.http.send(call) is None and call.tolerate:  # 412: sent by reference to what the server lacks
+            self.http.send(self._writes_request(config, writes, task_id, task_path, whole=True))
 
     def delete_thread(self, thread_id: str) -> None:
         self.http.send(self._delete_thread_request(thread_id))
@@ -497,7 +538,9 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        await self.http.asend(self._writes_request(config, writes, task_id, task_path))
+        call = self._writes_request(config, writes, task_id, task_path)
+        if await self.http.asend(call) is None and call.tolerate:  # 412: sent by reference to what the server lacks
+            await self.http.asend(self._writes_request(config, writes, task_id, task_path, whole=True))
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self.http.asend(self._delete_thread_request(thread_id))

@@ -119,6 +119,7 @@ class Command(BaseCommand):
         for thread_id, ns, checkpoint_id in orphans.iterator(chunk_size=1000):
             self._report("orphan_writes", f"thread:{thread_id}/{ns}/{checkpoint_id}", "pending writes without their checkpoint")
         self._check_checkpoint_messages(threads)
+        self._check_checkpoint_values(threads)
 
     def _check_checkpoint_messages(self, threads) -> None:
         """Every checkpoint holding its messages by reference finds them all among the thread's blocks."""
@@ -147,6 +148,21 @@ class Command(BaseCommand):
                         f"thread:{row.thread_name}/{row.checkpoint_ns}/{row.checkpoint_id}",
                         f"holds {ref.get('count')} messages by reference; {len(found or [])} blocks found",
                     )
+
+    def _check_checkpoint_values(self, threads) -> None:
+        """Every channel value a checkpoint holds by version is stored (sessions_app/checkpoints/versions.py)."""
+        from sessions_app.models import CheckpointValue
+
+        stored = set(
+            CheckpointValue.objects.filter(thread__in=threads).values_list("thread_id", "checkpoint_ns", "channel", "version", "digest")
+        )
+        referring = Checkpoint.objects.filter(thread__in=threads, values_ref__isnull=False).values_list(
+            "thread_id", "thread__thread_id", "checkpoint_ns", "checkpoint_id", "values_ref"
+        )
+        for thread_pk, thread_id, ns, checkpoint_id, refs in referring.iterator(chunk_size=1000):
+            for channel, ref in (refs.items() if isinstance(refs, dict) else ()):
+                if not (isinstance(ref, list) and (thread_pk, ns, channel, *ref) in stored):
+                    self._report("missing_value", f"thread:{thread_id}/{ns}/{checkpoint_id}", f"channel {channel} at {ref} is not stored")
 
     def _check_store_items(self) -> int:
         from memoryadmin.errors import InvalidInput
