@@ -16,7 +16,7 @@ dropped. Measured:
   ReAct turn (`create_react_agent`, one tool, a chat model that first calls the
   tool then answers; no network): p50 / p95 per saver; for MemoryAdminSaver the
   HTTP requests and body bytes each way per step (a checkpoint written),
-  counted by a transport wrapped around httpx's own. Each invoke continues the
+  counted around the saver's own transport. Each invoke continues the
   saver's thread, so round i finds the same history on every saver;
 - put of one step appending one message on threads already holding 10, 1 000
   and 10 000 messages (each put's parent is the previous one);
@@ -122,11 +122,12 @@ class _CountedStream(httpx.SyncByteStream):
 
 
 class CountingTransport(httpx.BaseTransport):
-    """httpx's own HTTP transport, counting requests and body bytes each way (as sent:
-    the request's body, the response's body before any decoding). Headers are not counted."""
+    """The saver's own transport (what it sends through without a `transport=`), counting
+    requests and body bytes each way (as sent: the request's body, the response's body
+    before any decoding). Headers are not counted."""
 
-    def __init__(self) -> None:
-        self.inner = httpx.HTTPTransport()
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self.inner = inner
         self.lock = threading.Lock()
         self.requests = self.up = self.down = 0
 
@@ -562,11 +563,15 @@ def run(*, url: str, base_url: str, api_key: str, cfg: Config, seed: int = SEED)
     fig = Figures(config=cfg.name, rounds=cfg.rounds)
     fig.load["start"] = os.getloadavg()[0]
     started = time.perf_counter()
-    counter = CountingTransport()
     with ExitStack() as stack:
         postgres = stack.enter_context(PostgresSaver.from_conn_string(url))
         postgres.setup()
-        ours = stack.enter_context(MemoryAdminSaver(base_url, api_key, transport=counter))
+        ours = stack.enter_context(MemoryAdminSaver(base_url, api_key))
+        # Counted on the saver's own path: its transport wrapped where it hands requests over.
+        if ours.http._direct is not None:
+            counter = ours.http._direct = CountingTransport(ours.http._direct)
+        else:  # a proxy in the environment: the saver goes through httpx's client
+            counter = ours.http._client._transport = CountingTransport(ours.http._client._transport)
         savers = {"InMemorySaver": InMemorySaver(), "PostgresSaver": postgres, "MemoryAdminSaver": ours}
         pg_store = stack.enter_context(PostgresStore.from_conn_string(url))
         pg_store.setup()

@@ -28,7 +28,7 @@ from django.db.models import Q
 
 from memoryadmin.json import db_text
 
-from .models import Checkpoint, CheckpointValue
+from .models import CheckpointValue
 
 VALUE_BY_VERSION_MIN = 256
 VERSION_MAX = 128

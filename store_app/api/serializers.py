@@ -12,7 +12,7 @@ from rest_framework import serializers
 
 from ..matching import MAX_QUERY_CHARS
 from ..namespaces import MAX_DEPTH, MAX_KEY_BYTES
-from ..batch import KINDS, MAX_BATCH_OPS
+from ..batch import MAX_BATCH_OPS
 from ..selectors import NAMESPACES_LIMIT_MAX, OFFSET_MAX, SEARCH_LIMIT_MAX
 from ..services import TTL_MAX_MINUTES
 from ..vectors import DIMS_MAX, FLOAT32_MAX, MAX_INDEX_PATHS, MAX_VECTORS_PER_ITEM
