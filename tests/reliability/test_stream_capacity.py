@@ -259,7 +259,7 @@ def _settled_threads(pid: int) -> int:
 def test_open_streams_hold_no_thread_of_their_worker(watched, alice):
     """Each stream's request ran its sync middleware on a thread of its own; once the
     stream's response has started that thread is let go (memoryadmin/requestthread.py),
-    and the streams' reads share a fixed few threads: 40 streams, the same threads as 5."""
+    and the streams' reads share a fixed few threads: 40 streams, no more threads than 5 and that few."""
     path, session = watched
     server = _server(GUNICORN_WORKERS="1", MEMORYADMIN_TURN_SSE_HEARTBEAT_SECONDS="1")
     try:
@@ -279,7 +279,9 @@ def test_open_streams_hold_no_thread_of_their_worker(watched, alice):
         _read_until(watchers, lambda w: b"data: again" in w.body, timeout=10)
         _read_until(watchers, lambda w: w.body.count(b": heartbeat") >= 3, timeout=10)
         assert len(_leases()) == 40
-        assert _settled_threads(pid) == before
+        # 35 streams more, not 35 threads more: at most the fixed few a worker starts when first
+        # needed (the second of the streams' shared threads, a pool's helper), seen through PgBouncer.
+        assert _settled_threads(pid) <= before + 2
         for watcher in watchers:
             watcher.leave()
     finally:
