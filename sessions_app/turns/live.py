@@ -129,16 +129,22 @@ class SharedReads:
         return await asyncio.shield(running)
 
 
+def _of_this_loop(registry: dict, make):
+    """The running event loop's one instance in `registry` (made by `make` the first time);
+    closed loops' instances are dropped on the way."""
+    loop = asyncio.get_running_loop()
+    for ended in [other for other in registry if other.is_closed()]:
+        del registry[ended]
+    if loop not in registry:
+        registry[loop] = make()
+    return registry[loop]
+
+
 _reads: dict[asyncio.AbstractEventLoop, SharedReads] = {}
 
 
 def shared_reads() -> SharedReads:
-    loop = asyncio.get_running_loop()
-    for ended in [other for other in _reads if other.is_closed()]:
-        del _reads[ended]
-    if loop not in _reads:
-        _reads[loop] = SharedReads()
-    return _reads[loop]
+    return _of_this_loop(_reads, SharedReads)
 
 
 # The shortest time between two renewals by the process's task (tests use heartbeats of 0).
@@ -233,12 +239,7 @@ _leases: dict[asyncio.AbstractEventLoop, Leases] = {}
 
 
 def leases() -> Leases:
-    loop = asyncio.get_running_loop()
-    for ended in [other for other in _leases if other.is_closed()]:
-        del _leases[ended]
-    if loop not in _leases:
-        _leases[loop] = Leases()
-    return _leases[loop]
+    return _of_this_loop(_leases, Leases)
 
 
 # What a read returns for a thread that is no longer there.
