@@ -12,11 +12,14 @@ Two ways, one answer:
 
 - pgvector's `vector` column (the extension was in the database at migration):
   one statement ranks with pgvector's inner product operator and answers the page.
-- Everywhere else (PostgreSQL without pgvector, SQLite): one statement answers
+- Everywhere else (PostgreSQL without pgvector, SQLite): numpy scores every
+  candidate exactly, in float64, as the in-memory store does, with the vectors
+  the process keeps (store_app.vectorcache): one statement answers the
+  candidates' ids and vectors versions, and the vectors the process lacks at
+  those versions are read by one more. Without the cache, one statement answers
   every candidate's place in the newest-first order with its vectors' float32
   bytes (1 kB for 256 dimensions: a bytea column copies them out as they are
-  stored) and numpy scores all of them exactly, in float64, as the in-memory
-  store does. Scoring in SQL instead (a dot product over `unnest`) costs about
+  stored). Scoring in SQL instead (a dot product over `unnest`) costs about
   25 µs a vector; numpy's is under one.
 """
 
