@@ -20,11 +20,11 @@ and as typed blobs otherwise (`codec.ValueCodec`).
 Steps travel as deltas. The server keeps a thread's messages channel (root namespace)
 as the thread's conversation and answers each put with the chain head of those
 messages. The next put of that thread, when its parent is the checkpoint last put and
-its messages start with the very message objects then sent, carries only the messages
+its messages start with the message objects then sent (compared in C), carries only the messages
 added since, with that head (`{"messages": {"head", "append"}}`); the server refuses
 it with a 412, writing nothing, when its head is another (a fork, another writer), and
-the saver then sends the step whole. Encoding a large step runs off the event loop in
-the async methods.
+the saver then sends the step whole. In the async methods encoding a large step runs off
+the event loop, the others in turns of the loop's passes (`codec.EncodingTurn`).
 
 Messages inside other values (`Send` packets, task writes) travel by reference to a
 checkpoint's messages (`codec.MessageRefs`); writes the server cannot resolve (a 412:
