@@ -1,7 +1,7 @@
 """The checkpoint put in two round trips on PostgreSQL (one read, one guarded statement), and
 a task's pending writes in one.
 
-The put of an agent's next step (docs/checkpoints.md, "The put's fast path") is the hottest
+The put of an agent's next step (docs/checkpoints.md, "Costs") is the hottest
 write of the product. On PostgreSQL, a new checkpoint into a thread that exists and is the
 caller's, carrying its messages as a delta or not as blocks at all, is written without a
 transaction of several statements:

@@ -1,4 +1,4 @@
-"""The fast paths of the hottest endpoints (docs/checkpoints.md, "The fast path"): on PostgreSQL
+"""The fast paths of the hottest endpoints (docs/checkpoints.md, "Costs"): on PostgreSQL
 a step's put in two round trips, a task's writes in one, the latest read in two; exactly what
 the general path gives, and the general path whenever something came between."""
 
