@@ -29,7 +29,7 @@ def test_the_langgraph_adapters_import_without_django():
     assert not [name for name in sys.modules if name == "django" or name.startswith("django.")]
 
 
-def test_the_core_requires_httpx_alone_and_langgraph_comes_with_its_extra():
+def test_the_core_requires_httpx_and_h11_alone_and_langgraph_comes_with_its_extra():
     requires = importlib.metadata.requires("memoryadmin-client") or []
 
     def names(extra: str | None) -> set[str]:
@@ -37,7 +37,8 @@ def test_the_core_requires_httpx_alone_and_langgraph_comes_with_its_extra():
         chosen = [r for r in requires if (marker in r if extra else "extra ==" not in r)]
         return {re.match(r"[A-Za-z0-9_.-]+", r).group().lower() for r in chosen}
 
-    assert names(None) == {"httpx"}
+    # h11: the HTTP/1.1 protocol of the client's own transport (memoryadmin_client.wire), httpx's own dependency.
+    assert names(None) == {"httpx", "h11"}
     # orjson writes and reads the saver's bodies (memoryadmin_client.http.dumps_strict, json_of).
     assert names("langgraph") == {"langgraph", "langgraph-checkpoint", "langchain-core", "orjson"}
     assert names("agentscope") == {"agentscope", "mcp", "tqdm", "greenlet"}
