@@ -177,7 +177,8 @@ class _Held:
         return found if isinstance(found, list) else []
 
 
-def _stored_markers(value: Any) -> list[dict[str, Any]]:
+def stored_markers(value: Any) -> list[dict[str, Any]]:
+    """The markers of a stored write's value (`{"ref", "count", "append"}` once resolved)."""
     found, stack = [], [value]
     while stack:
         item = stack.pop()
@@ -199,7 +200,7 @@ def writes_held(writes: list[CheckpointWrite]) -> list[_Held]:
     for write in writes:
         if write.refers:
             write.held = []
-            for marker in _stored_markers(write.value):
+            for marker in stored_markers(write.value):
                 ref = marker.get("ref")
                 item = _Held(write.thread_id, ref) if isinstance(ref, dict) else None
                 write.held.append((id(marker), item))
@@ -286,7 +287,7 @@ def writes_resolve(*, thread, checkpoint_ns: str, checkpoint_id: str, values: di
     answer = {}
     for index, value in values.items():
         value = rebuilt(value)
-        answer[index] = (value, bool(_stored_markers(value)))
+        answer[index] = (value, bool(stored_markers(value)))
     return answer
 
 

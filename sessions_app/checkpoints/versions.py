@@ -105,3 +105,4 @@ def values_hydrate(rows: list) -> list:
             if key in found:
                 values[channel] = found[key]
     return rows
+
