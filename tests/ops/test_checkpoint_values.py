@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from memoryadmin.operations import bulk, erase, retention
+from memoryadmin.operations.sizes import payload_bytes
 from sessions_app.checkpoints import lifecycle
 from sessions_app.checkpoints import services as svc
 from sessions_app.checkpoints.removal import values_unheld
@@ -74,14 +75,16 @@ def test_the_purge_counts_the_values_of_the_checkpoints_holding_purged_blocks(al
 
 def test_the_erase_preview_and_receipt_count_the_values(alice, admin_user):
     _history(alice)
-    size = CheckpointValue.objects.count()
+    count = CheckpointValue.objects.count()
     preview = erase.user_erase_preview(actor=admin_user, username="alice")
-    assert preview["checkpoint_values"] == size == 2
-    without = preview["bytes"]
-    CheckpointValue.objects.filter(version="2").update(value=DOCUMENTS * 10)
-    assert erase.user_erase_preview(actor=admin_user, username="alice")["bytes"] > without
+    assert preview["checkpoint_values"] == count == 2
+    size = CheckpointValue.objects.aggregate(size=payload_bytes("value"))["size"]
+    CheckpointValue.objects.filter(version="2").delete()
+    smaller = erase.user_erase_preview(actor=admin_user, username="alice")
+    assert smaller["checkpoint_values"] == 1 and preview["bytes"] - smaller["bytes"] == size - CheckpointValue.objects.aggregate(
+        size=payload_bytes("value"))["size"] > 0
     receipt = erase.user_erase(actor=admin_user, username="alice")
-    assert receipt["counts"]["checkpoint_values"] == 2 and not CheckpointValue.objects.exists()
+    assert receipt["counts"]["checkpoint_values"] == 1 and not CheckpointValue.objects.exists()
 
 
 def test_the_bulk_preview_counts_the_values_and_a_purge_or_release_removes_them(alice, admin_user):
