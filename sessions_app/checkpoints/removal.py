@@ -14,7 +14,9 @@ here, by these rules (docs/checkpoints.md, "Removing checkpoints"):
 - Keeping the newest N: in each (thread, namespace), the N checkpoints with the
   highest history position stay and the older ones go, oldest first.
 - The channel values stored by version (versions.py) that no remaining checkpoint of
-  the thread holds go too.
+  the thread holds go too (read before anything is deleted, so a preview and a measure
+  count them as they go); a checkpoint replaced in place drops those its old row alone
+  held (`values_replaced`).
 - The parent chain is repaired in the same transaction: a checkpoint that stays
   and whose parent id names a checkpoint that no longer exists gets an empty
   parent id, so it is the root of what is left (LangGraph reads it as a
