@@ -173,7 +173,13 @@ def _preview_selection(selection: Selection) -> Impact:
         impact.bytes += row["size"]
     if going:
         every = Checkpoint.objects.filter(reduce(or_, (Q(pk__in=g.values("pk")) for g in going)))
-        threads = set(every.order_by().values_list("thread_id", flat=True).distinct())
+        # Only the threads holding values by version are read further (most threads hold none).
+        threads = set(
+            CheckpointValue.objects.filter(thread_id__in=every.values("thread_id"))
+            .order_by()
+            .values_list("thread_id", flat=True)
+            .distinct()
+        )
         impact.checkpoint_values, size = _values_impact(values_unheld(threads, going=every))
         impact.bytes += size
     if selection.items is not None:

@@ -131,32 +131,17 @@ def _raw_markers(value, found: list) -> None:
 def check_references(threads: QuerySet[Thread], report: Report, batch: int) -> None:
     """missing_messages and unresolved_marker: checkpoints holding messages by reference or
     markers, read back as every read does (`checkpoints_hydrate`), then writes with markers."""
-    referring = (
-        Checkpoint.objects.filter(thread__in=threads)
-        .exclude(messages_ref__isnull=True, refs__isnull=True)
-        .annotate(thread_name=F("thread__thread_id"))
+    in_threads = Checkpoint.objects.filter(thread__in=threads).annotate(thread_name=F("thread__thread_id"))
+    # Without markers only the messages are read back: the rest of the document is not loaded.
+    plain = in_threads.filter(messages_ref__isnull=False, refs__isnull=True).only(
+        "pk", "thread_id", "checkpoint_ns", "checkpoint_id", "messages_ref", "refs"
     )
-    for rows in _batches(referring, batch):
-        marked = {}
+    for rows in _batches(plain, batch):
         for row in rows:
-            values = row.checkpoint.get("channel_values") if isinstance(row.checkpoint, dict) else None
-            if isinstance(row.refs, list) and isinstance(values, dict):
-                marked[row.pk] = {name: copy.deepcopy(values.get(name)) for name in row.refs if isinstance(name, str)}
-        for row in checkpoints_hydrate(rows):
-            where = f"thread:{row.thread_name}/{row.checkpoint_ns}/{row.checkpoint_id}"
-            values = row.checkpoint.get("channel_values", {}) if isinstance(row.checkpoint, dict) else {}
-            ref = row.messages_ref if isinstance(row.messages_ref, dict) else None
-            if ref is not None:
-                found = values.get(ref.get("channel"))
-                if not isinstance(found, list) or len(found) != ref.get("count"):
-                    report("missing_messages", where, f"holds {ref.get('count')} messages by reference; {len(found or [])} blocks found")
-            for name, raw in marked.get(row.pk, {}).items():
-                markers: list = []
-                _raw_markers(raw, markers)
-                for marker in markers:
-                    held = values.get(marker.get("channel"))
-                    if marker.get("channel") in marked[row.pk] or not isinstance(held, list) or marker.get("count", 0) > len(held):
-                        report("unresolved_marker", f"{where}/{name}", f"a marker of {marker.get('count')} messages of {marker.get('channel')!r} does not read back whole")
+            row.checkpoint = {"channel_values": {}}
+        _check_rows(rows, report)
+    for rows in _batches(in_threads.filter(refs__isnull=False), batch):
+        _check_rows(rows, report)
     writes = CheckpointWrite.objects.filter(thread__in=threads, refers=True).annotate(thread_name=F("thread__thread_id"))
     for rows in _batches(writes, batch):
         checkpoints_hydrate([], also=writes_held(rows))
@@ -170,3 +155,27 @@ def check_references(threads: QuerySet[Thread], report: Report, batch: int) -> N
                         f"thread:{write.thread_name}/{write.checkpoint_ns}/{write.checkpoint_id}/writes/{write.task_id}#{write.idx}",
                         f"a marker of {count} messages reads back {0 if item is None else min(len(item.messages), count or 0)}",
                     )
+
+
+def _check_rows(rows: list[Checkpoint], report: Report) -> None:
+    """A batch of checkpoints read back as every read does: their messages, their markers."""
+    marked = {}
+    for row in rows:
+        values = row.checkpoint.get("channel_values") if isinstance(row.checkpoint, dict) else None
+        if isinstance(row.refs, list) and isinstance(values, dict):
+            marked[row.pk] = {name: copy.deepcopy(values.get(name)) for name in row.refs if isinstance(name, str)}
+    for row in checkpoints_hydrate(rows):
+        where = f"thread:{row.thread_name}/{row.checkpoint_ns}/{row.checkpoint_id}"
+        values = row.checkpoint.get("channel_values", {}) if isinstance(row.checkpoint, dict) else {}
+        ref = row.messages_ref if isinstance(row.messages_ref, dict) else None
+        if ref is not None:
+            found = values.get(ref.get("channel"))
+            if not isinstance(found, list) or len(found) != ref.get("count"):
+                report("missing_messages", where, f"holds {ref.get('count')} messages by reference; {len(found or [])} blocks found")
+        for name, raw in marked.get(row.pk, {}).items():
+            markers: list = []
+            _raw_markers(raw, markers)
+            for marker in markers:
+                held = values.get(marker.get("channel"))
+                if marker.get("channel") in marked[row.pk] or not isinstance(held, list) or marker.get("count", 0) > len(held):
+                    report("unresolved_marker", f"{where}/{name}", f"a marker of {marker.get('count')} messages of {marker.get('channel')!r} does not read back whole")

@@ -22,8 +22,9 @@ its `append`. A checkpoint's markers refer to its own messages, which change onl
 row. A write's markers may name another checkpoint of the thread (LangGraph sends a task's
 writes while the put of their checkpoint is still on its way, so the saver refers to the
 checkpoint it last put or read there); the server stores them as references to that
-checkpoint's blocks (`writes_resolve`), which are never deleted while the thread lives, so
-every value reads back exactly as it was put, whatever becomes of that checkpoint.
+checkpoint's blocks (`writes_resolve`), which stay whatever becomes of that checkpoint, so
+every value reads back exactly as it was put. Only retention's purge deletes blocks, and it
+removes the writes whose markers hold one with them (holding.py).
 """
 
 from __future__ import annotations

@@ -194,11 +194,6 @@ def values_delete(pks: list[int]) -> int:
     return removed
 
 
-def values_collect(thread_ids: Iterable[int]) -> int:
-    """The values of these threads that no checkpoint holds go; how many went."""
-    return values_delete(values_unheld(thread_ids))
-
-
 def values_replaced(thread_pk: int, checkpoint_ns: str, before: Any, after: Any) -> int:
     """After a checkpoint was replaced in place: the values its old row held and its new one does
     not go, unless another checkpoint of the namespace holds them. No query when it held none
