@@ -34,7 +34,7 @@ from memoryadmin.params import parse_bool
 
 from sessions_app.threads import services
 from memoryadmin.operations.models import BulkJob
-from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
+from sessions_app.checkpoints.models import Checkpoint, CheckpointValue, CheckpointWrite
 from sessions_app.threads.models import Thread
 from sessions_app.checkpoints import search
 from sessions_app.threads.selectors import thread_id_validate
@@ -129,6 +129,7 @@ class Impact:
     archived_blocks: int
     checkpoints: int
     pending_writes: int
+    checkpoint_values: int = 0
 
     @property
     def blocks(self) -> int:
@@ -141,11 +142,12 @@ class Impact:
             "archived_blocks": self.archived_blocks,
             "checkpoints": self.checkpoints,
             "pending_writes": self.pending_writes,
+            "checkpoint_values": self.checkpoint_values,
         }
 
 
 def _impact(threads: QuerySet[Thread]) -> Impact:
-    """Counts of the selection in three queries, whatever its size."""
+    """Counts of the selection in four queries, whatever its size."""
     ids = threads.order_by().values("pk")
     row = Thread.objects.filter(pk__in=ids).aggregate(
         threads=Count("id"),
@@ -158,6 +160,7 @@ def _impact(threads: QuerySet[Thread]) -> Impact:
         archived_blocks=row["archived"],
         checkpoints=Checkpoint.objects.filter(thread__in=ids).count(),
         pending_writes=CheckpointWrite.objects.filter(thread__in=ids).count(),
+        checkpoint_values=CheckpointValue.objects.filter(thread__in=ids).count(),
     )
 
 

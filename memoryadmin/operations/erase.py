@@ -47,7 +47,7 @@ from memoryadmin.json import canonical
 from memoryadmin.jsoncheck import text_input_check
 from memoryadmin.models import ApiKey, AuditEvent
 
-from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
+from sessions_app.checkpoints.models import Checkpoint, CheckpointValue, CheckpointWrite
 from sessions_app.checkpoints.removal import checkpoints_remove, thread_checkpoints_remove
 from sessions_app.threads.models import Block, Thread
 from sessions_app.threads.notify import thread_notify
@@ -92,13 +92,14 @@ def _graphs(user):
 
 
 def user_erase_preview(*, actor, username: Any) -> dict[str, Any]:
-    """What erasing the user would delete (five queries). Reads only."""
+    """What erasing the user would delete (seven queries). Reads only."""
     user = _user(username)
     _ensure_admin(actor, user.get_username())
     threads = Thread.objects.filter(owner=user)
     blocks = Block.objects.filter(thread__owner=user).aggregate(n=Count("id"), size=payload_bytes("message", "content"))
     checkpoints = Checkpoint.objects.filter(thread__owner=user).aggregate(n=Count("id"), size=payload_bytes("checkpoint", "metadata"))
     writes = CheckpointWrite.objects.filter(thread__owner=user).aggregate(n=Count("id"), size=payload_bytes("value"))
+    values = CheckpointValue.objects.filter(thread__owner=user).aggregate(n=Count("id"), size=payload_bytes("value"))
     items = _store_items(user).aggregate(n=Count("id"), size=payload_bytes("value"))
     graphs = _graphs(user).aggregate(n=Count("id"), size=payload_bytes("spec"))
     return {
@@ -108,9 +109,10 @@ def user_erase_preview(*, actor, username: Any) -> dict[str, Any]:
         "blocks": blocks["n"],
         "checkpoints": checkpoints["n"],
         "pending_writes": writes["n"],
+        "checkpoint_values": values["n"],
         "store_items": items["n"],
         "graph_definitions": graphs["n"],
-        "bytes": blocks["size"] + checkpoints["size"] + writes["size"] + items["size"] + graphs["size"],
+        "bytes": blocks["size"] + checkpoints["size"] + writes["size"] + values["size"] + items["size"] + graphs["size"],
     }
 
 
@@ -156,9 +158,12 @@ def _erase_checkpoints(thread: Thread, receipt: _Receipt, batch: int) -> None:
             removed = checkpoints_remove(Checkpoint.objects.filter(thread=thread, pk__in=[row[0] for row in rows]))
         receipt.counts["checkpoints"] += removed.checkpoints
         receipt.counts["pending_writes"] += removed.writes
+        receipt.counts["checkpoint_values"] += removed.values
     with transaction.atomic():
-        # Writes of a thread that never had a checkpoint (the batches above found none to go with).
-        receipt.counts["pending_writes"] += thread_checkpoints_remove([thread.pk]).writes
+        # Writes and values of a thread without checkpoints (the batches above found none to go with).
+        removed = thread_checkpoints_remove([thread.pk])
+        receipt.counts["pending_writes"] += removed.writes
+        receipt.counts["checkpoint_values"] += removed.values
 
 
 def _erase_items(user, receipt: _Receipt, batch: int) -> None:
@@ -370,7 +375,7 @@ def user_erase(*, actor, username: Any, revoke_access: bool = False, batch: int 
         "access_revoked": revoke_access,
         "counts": {
             name: receipt.counts[name]
-            for name in ("threads", "blocks", "checkpoints", "pending_writes", "store_items", "graph_definitions")
+            for name in ("threads", "blocks", "checkpoints", "pending_writes", "checkpoint_values", "store_items", "graph_definitions")
         },
         "sha256": {name: digest.hexdigest() for name, digest in receipt.hashes.items()},
         "audit_events_redacted": redacted,

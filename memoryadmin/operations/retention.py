@@ -42,12 +42,12 @@ entries are not counted.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable
 
 from django.db import transaction
-from django.db.models import Case, Count, Exists, F, OuterRef, Q, QuerySet, Value, When
+from django.db.models import Case, Count, F, Value, When
 from django.utils import timezone
 
 from memoryadmin import policy as access  # "policy" names a retention policy here
@@ -58,18 +58,14 @@ from memoryadmin.jsoncheck import text_input_check
 from memoryadmin.params import parse_int
 
 from memoryadmin.operations.models import RetentionPolicy, RetentionRun
-from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
-from sessions_app.checkpoints.holding import checkpoints_holding
-from sessions_app.checkpoints.removal import (
-    checkpoint_writes_of,
-    checkpoints_beyond_newest,
-    checkpoints_keep_newest,
-    checkpoints_remove,
-    writes_going,
-)
+from sessions_app.checkpoints.models import Checkpoint
+from sessions_app.checkpoints.holding import blocks_holders, tasks_writes
+from sessions_app.checkpoints.removal import Removed, checkpoints_keep_newest, checkpoints_remove, writes_remove
 from sessions_app.threads.models import Block, Thread
 
 from memoryadmin.operations.batching import Clock, Stats
+# What each rule selects and the dry run's counts (re-exported: retention_draft and the tests use them).
+from memoryadmin.operations.retention_impact import Impact, Selection, _measure, _preview_selection, _selection  # noqa: F401
 from memoryadmin.operations.sizes import payload_bytes
 
 DEFAULT_BATCH = 500
@@ -169,159 +165,6 @@ def retention_policy_delete(*, actor, agent_code: str, request=None) -> None:
     )
 
 
-# --- what each rule selects ----------------------------------------------------------------------
-
-
-@dataclass
-class Impact:
-    """What a dry run would remove, or what an apply removed."""
-
-    threads_released: int = 0
-    threads_pruned: int = 0
-    threads_purged: int = 0
-    checkpoints: int = 0
-    pending_writes: int = 0
-    blocks: int = 0
-    items: int = 0
-    bytes: int = 0
-
-    def add(self, other: "Impact") -> None:
-        for name, value in asdict(other).items():
-            setattr(self, name, getattr(self, name) + value)
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-    @property
-    def threads(self) -> int:
-        return self.threads_released + self.threads_pruned + self.threads_purged
-
-    @property
-    def is_empty(self) -> bool:
-        return not any(asdict(self).values())
-
-
-@dataclass
-class Selection:
-    """The querysets one policy selects at one instant; preview counts them, apply deletes them."""
-
-    policy: RetentionPolicy
-    scope: QuerySet[Thread]
-    idle_threads: QuerySet[Thread] | None = None
-    pruned_threads: QuerySet[Thread] | None = None
-    blocks: QuerySet[Block] | None = None
-    items: Any = None  # QuerySet[StoreItem] for the default policy with a store TTL
-
-    def released_checkpoints(self) -> QuerySet[Checkpoint]:
-        return Checkpoint.objects.filter(thread__in=self.idle_threads)
-
-    def excess_checkpoints(self, threads: QuerySet[Thread] | Iterable[int] | None = None) -> QuerySet[Checkpoint]:
-        """Checkpoints beyond the newest N of their (thread, namespace), one window query."""
-        return checkpoints_beyond_newest(
-            threads=self.pruned_threads if threads is None else threads, keep=self.policy.keep_checkpoints
-        )
-
-
-def _scope(policy: RetentionPolicy, policies: list[RetentionPolicy]) -> QuerySet[Thread]:
-    if policy.is_default:
-        return Thread.objects.exclude(agent_code__in=[p.agent_code for p in policies if not p.is_default])
-    return Thread.objects.filter(agent_code=policy.agent_code)
-
-
-def _selection(policy: RetentionPolicy, policies: list[RetentionPolicy], now: datetime) -> Selection:
-    scope = _scope(policy, policies)
-    selection = Selection(policy=policy, scope=scope)
-    if policy.release_idle_days is not None:
-        cutoff = now - timedelta(days=policy.release_idle_days)
-        selection.idle_threads = scope.filter(updated_at__lt=cutoff).filter(
-            Exists(Checkpoint.objects.filter(thread=OuterRef("pk")))
-        )
-    if policy.keep_checkpoints is not None:
-        pruned = scope
-        if policy.release_idle_days is not None:
-            # Idle threads lose every checkpoint to the release rule: never count them twice.
-            pruned = scope.filter(updated_at__gte=now - timedelta(days=policy.release_idle_days))
-        selection.pruned_threads = pruned
-    if policy.purge_archived_days is not None:
-        selection.blocks = Block.objects.filter(
-            thread__in=scope, archived=True, archived_at__lt=now - timedelta(days=policy.purge_archived_days)
-        )
-    if policy.is_default and policy.store_ttl_days is not None:
-        selection.items = _expired_items(now, policy.store_ttl_days)
-    return selection
-
-
-def _expired_items(now: datetime, days: int):
-    from store_app.models import StoreItem
-
-    return StoreItem.objects.filter(
-        Q(expires_at__lte=now) | Q(expires_at__isnull=True, updated_at__lt=now - timedelta(days=days))
-    )
-
-
-def _checkpoint_impact(checkpoints: QuerySet[Checkpoint], writes: QuerySet[CheckpointWrite]) -> tuple[int, int, int, int]:
-    """(checkpoints, distinct threads, pending writes, bytes) of checkpoints and the writes going with them: two queries."""
-    row = checkpoints.aggregate(
-        n=Count("id"), threads=Count("thread_id", distinct=True), size=payload_bytes("checkpoint", "metadata")
-    )
-    written = writes.aggregate(n=Count("id"), size=payload_bytes("value"))
-    return row["n"], row["threads"], written["n"], row["size"] + written["size"]
-
-
-def _measure(checkpoints: QuerySet[Checkpoint], writes: QuerySet[CheckpointWrite]) -> int:
-    """Bytes of what a removal is about to delete (removal.py calls it before deleting)."""
-    size = checkpoints.aggregate(size=payload_bytes("checkpoint", "metadata"))["size"]
-    return size + writes.aggregate(size=payload_bytes("value"))["size"]
-
-
-def _preview_selection(selection: Selection) -> Impact:
-    impact = Impact()
-    if selection.idle_threads is not None:
-        # A released thread loses every checkpoint, so every pending write of it goes (removal.py).
-        n, threads, writes, size = _checkpoint_impact(
-            selection.released_checkpoints(), CheckpointWrite.objects.filter(thread__in=selection.idle_threads)
-        )
-        impact.threads_released, impact.checkpoints, impact.pending_writes, impact.bytes = threads, n, writes, size
-    if selection.pruned_threads is not None:
-        excess = selection.excess_checkpoints()
-        n, threads, writes, size = _checkpoint_impact(excess, checkpoint_writes_of(excess, selection.pruned_threads))
-        impact.threads_pruned = threads
-        impact.checkpoints += n
-        impact.pending_writes += writes
-        impact.bytes += size
-    if selection.blocks is not None:
-        holding = _purged_checkpoints(selection)
-        if holding is not None:
-            threads = set(holding.order_by().values_list("thread_id", flat=True).distinct())
-            n, _, writes, size = _checkpoint_impact(holding, writes_going(holding, threads))
-            impact.checkpoints += n
-            impact.pending_writes += writes
-            impact.bytes += size
-        row = selection.blocks.aggregate(
-            n=Count("id"), threads=Count("thread_id", distinct=True), size=payload_bytes("message", "content")
-        )
-        impact.blocks, impact.threads_purged = row["n"], row["threads"]
-        impact.bytes += row["size"]
-    if selection.items is not None:
-        row = selection.items.aggregate(n=Count("id"), size=payload_bytes("value"))
-        impact.items = row["n"]
-        impact.bytes += row["size"]
-    return impact
-
-
-def _purged_checkpoints(selection: Selection) -> QuerySet[Checkpoint] | None:
-    """The dry run's count of the checkpoints the purge removes with its blocks: those holding a
-    purged block and not already removed by this policy's release or keep rule (applied first)."""
-    pks = checkpoints_holding(selection.blocks)
-    if not pks:
-        return None
-    holding = Checkpoint.objects.filter(pk__in=pks)
-    if selection.idle_threads is not None:
-        holding = holding.exclude(thread__in=selection.idle_threads)
-    if selection.pruned_threads is not None:
-        holding = holding.exclude(pk__in=selection.excess_checkpoints().values("pk"))
-    return holding
-
 
 @dataclass
 class PolicyImpact:
@@ -359,6 +202,13 @@ def retention_preview(*, actor=None, now: datetime | None = None) -> RetentionRe
 # --- apply, in batches ---------------------------------------------------------------------------
 
 
+def _count(impact: Impact, removed: Removed) -> None:
+    impact.checkpoints += removed.checkpoints
+    impact.pending_writes += removed.writes
+    impact.checkpoint_values += removed.values
+    impact.bytes += removed.bytes
+
+
 def _apply_release(selection: Selection, impact: Impact, batch: int, clock: Clock, stats: Stats) -> None:
     threads: set[int] = set()
     while not clock.out_of_time():
@@ -369,9 +219,7 @@ def _apply_release(selection: Selection, impact: Impact, batch: int, clock: Cloc
                 break
             removed = checkpoints_remove(Checkpoint.objects.filter(pk__in=pks), measure=_measure)
         threads |= removed.threads
-        impact.checkpoints += removed.checkpoints
-        impact.pending_writes += removed.writes
-        impact.bytes += removed.bytes
+        _count(impact, removed)
         stats.tick(impact)
     impact.threads_released += len(threads)
 
@@ -395,9 +243,7 @@ def _apply_keep(selection: Selection, impact: Impact, batch: int, clock: Clock, 
                 if not removed.checkpoints:
                     break
             threads |= removed.threads
-            impact.checkpoints += removed.checkpoints
-            impact.pending_writes += removed.writes
-            impact.bytes += removed.bytes
+            _count(impact, removed)
             stats.tick(impact)
     impact.threads_pruned += len(threads)
 
@@ -413,12 +259,12 @@ def _apply_blocks(selection: Selection, impact: Impact, batch: int, clock: Clock
             per_thread = Counter(chosen.values_list("thread_id", flat=True))
             # Lock the threads (in key order) as a save does, so their counters stay exact.
             list(Thread.objects.select_for_update().filter(pk__in=per_thread).order_by("pk").values_list("pk", flat=True))
-            holding = checkpoints_holding(chosen)
-            if holding:
-                removed = checkpoints_remove(Checkpoint.objects.filter(pk__in=holding), measure=_measure)
-                impact.checkpoints += removed.checkpoints
-                impact.pending_writes += removed.writes
-                impact.bytes += removed.bytes
+            holders = blocks_holders(chosen)
+            if holders.checkpoints:
+                _count(impact, checkpoints_remove(Checkpoint.objects.filter(pk__in=holders.checkpoints), measure=_measure))
+            if holders.writes:
+                # Writes referring to these blocks, with their task's other writes (holding.py).
+                _count(impact, writes_remove(tasks_writes(holders.writes), measure=_measure))
             size = chosen.aggregate(size=payload_bytes("message", "content"))["size"]
             deleted, _ = chosen.delete()
             Thread.objects.filter(pk__in=per_thread).update(

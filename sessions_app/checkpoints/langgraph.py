@@ -315,15 +315,17 @@ def thread_count(*, actor, filters: ThreadFilter) -> int:
 
 
 def threads_as_langgraph(threads: list[Thread]) -> list[dict[str, Any]]:
-    """Threads (annotated by `threads_with_status`) in LangGraph's Thread shape, three more queries at most
-    (the latest checkpoints, their writes, the messages they hold by reference)."""
+    """Threads (annotated by `threads_with_status`) in LangGraph's Thread shape, four more queries at most
+    (the latest checkpoints, their writes, their values by version, the messages they and their
+    writes hold by reference), whatever the number of threads."""
     latest_ids = [thread.latest_checkpoint for thread in threads if thread.latest_checkpoint]
     latest = {}
     if latest_ids:
         # By thread as well as by id: each row is looked up in its own thread's partition.
         in_threads = [thread.pk for thread in threads if thread.latest_checkpoint]
-        rows = attach_writes(list(Checkpoint.objects.filter(thread_id__in=in_threads, pk__in=latest_ids).defer("metadata")))
-        checkpoints_hydrate([row for row in rows if row.checkpoint_ns == ""])
+        # attach_writes reads them back whole (values by version, messages, markers) with their
+        # writes. Not without metadata: a LangGraph checkpoint's tasks read it (for its interrupts).
+        rows = attach_writes(list(Checkpoint.objects.filter(thread_id__in=in_threads, pk__in=latest_ids)))
         latest = {row.pk: row for row in rows}
     out = []
     for thread in threads:

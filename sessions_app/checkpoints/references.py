@@ -22,8 +22,9 @@ its `append`. A checkpoint's markers refer to its own messages, which change onl
 row. A write's markers may name another checkpoint of the thread (LangGraph sends a task's
 writes while the put of their checkpoint is still on its way, so the saver refers to the
 checkpoint it last put or read there); the server stores them as references to that
-checkpoint's blocks (`writes_resolve`), which are never deleted while the thread lives, so
-every value reads back exactly as it was put, whatever becomes of that checkpoint.
+checkpoint's blocks (`writes_resolve`), which stay whatever becomes of that checkpoint, so
+every value reads back exactly as it was put. Only retention's purge deletes blocks, and it
+removes the writes whose markers hold one with them (holding.py).
 """
 
 from __future__ import annotations
@@ -177,7 +178,8 @@ class _Held:
         return found if isinstance(found, list) else []
 
 
-def _stored_markers(value: Any) -> list[dict[str, Any]]:
+def stored_markers(value: Any) -> list[dict[str, Any]]:
+    """The markers of a stored write's value (`{"ref", "count", "append"}` once resolved)."""
     found, stack = [], [value]
     while stack:
         item = stack.pop()
@@ -199,7 +201,7 @@ def writes_held(writes: list[CheckpointWrite]) -> list[_Held]:
     for write in writes:
         if write.refers:
             write.held = []
-            for marker in _stored_markers(write.value):
+            for marker in stored_markers(write.value):
                 ref = marker.get("ref")
                 item = _Held(write.thread_id, ref) if isinstance(ref, dict) else None
                 write.held.append((id(marker), item))
@@ -286,7 +288,7 @@ def writes_resolve(*, thread, checkpoint_ns: str, checkpoint_id: str, values: di
     answer = {}
     for index, value in values.items():
         value = rebuilt(value)
-        answer[index] = (value, bool(_stored_markers(value)))
+        answer[index] = (value, bool(stored_markers(value)))
     return answer
 
 

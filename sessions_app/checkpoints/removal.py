@@ -14,7 +14,9 @@ here, by these rules (docs/checkpoints.md, "Removing checkpoints"):
 - Keeping the newest N: in each (thread, namespace), the N checkpoints with the
   highest history position stay and the older ones go, oldest first.
 - The channel values stored by version (versions.py) that no remaining checkpoint of
-  the thread holds go too.
+  the thread holds go too (read before anything is deleted, so a preview and a measure
+  count them as they go); a checkpoint replaced in place drops those its old row alone
+  held (`values_replaced`).
 - The parent chain is repaired in the same transaction: a checkpoint that stays
   and whose parent id names a checkpoint that no longer exists gets an empty
   parent id, so it is the root of what is left (LangGraph reads it as a
@@ -29,20 +31,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from typing import Any
+
 from django.db.models import Exists, F, OuterRef, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from .models import Checkpoint, CheckpointValue, CheckpointWrite
 from .versions import value_ref_valid
 
-# Given the checkpoints and the pending writes about to go, their size (retention reports bytes).
-Measure = Callable[[QuerySet[Checkpoint], QuerySet[CheckpointWrite]], int]
+# Given the checkpoints, the pending writes and the values about to go, their size (retention reports bytes).
+Measure = Callable[[QuerySet[Checkpoint], QuerySet[CheckpointWrite], QuerySet[CheckpointValue]], int]
+THREAD_CHUNK = 200
 
 
 @dataclass
 class Removed:
     checkpoints: int = 0
     writes: int = 0
+    values: int = 0  # channel values stored by version that no checkpoint left holds
     bytes: int = 0
     threads: set[int] = field(default_factory=set)  # primary keys of the threads touched
 
@@ -104,13 +110,15 @@ def checkpoints_remove(
     if not thread_ids:
         return Removed()
     writes = writes_going(checkpoints, thread_ids)
-    size = measure(checkpoints, writes) if measure is not None else 0
+    # Read before anything goes, like the writes: the values no checkpoint but these holds.
+    values = values_unheld(thread_ids, going=checkpoints)
+    size = measure(checkpoints, writes, CheckpointValue.objects.filter(pk__in=values)) if measure is not None else 0
     # The writes first: which ones go is read from the checkpoints about to go.
     written, _ = writes.delete()
     removed, _ = checkpoints.delete()
     checkpoint_parents_repair(thread_ids)
-    values_collect(thread_ids)
-    return Removed(checkpoints=removed, writes=written, bytes=size, threads=thread_ids)
+    dropped = values_delete(values)
+    return Removed(checkpoints=removed, writes=written, values=dropped, bytes=size, threads=thread_ids)
 
 
 def thread_checkpoints_remove(thread_ids: Iterable[int], *, measure: Measure | None = None) -> Removed:
@@ -147,27 +155,65 @@ def checkpoints_keep_newest(
     return checkpoints_remove(excess, measure=measure)
 
 
-def values_collect(thread_ids: set[int]) -> int:
-    """After checkpoints of these threads were removed: the values no remaining checkpoint
-    holds go too. Answers how many went."""
-    if not thread_ids:
+def values_unheld(thread_ids: Iterable[int], *, going: QuerySet[Checkpoint] | None = None) -> list[int]:
+    """Primary keys of the values of these threads that no checkpoint holds, leaving out of the
+    holders the checkpoints `going` (about to be removed). Reads the threads a chunk at a time:
+    the keys held by one chunk's checkpoints, then its values."""
+    ids = sorted(set(thread_ids))
+    unheld: list[int] = []
+    for start in range(0, len(ids), THREAD_CHUNK):
+        chunk = ids[start : start + THREAD_CHUNK]
+        holders = Checkpoint.objects.filter(thread__in=chunk, values_ref__isnull=False)
+        if going is not None:
+            holders = holders.exclude(pk__in=going.values("pk"))
+        held = set()
+        for thread_id, ns, refs in holders.values_list("thread_id", "checkpoint_ns", "values_ref").iterator(chunk_size=2000):
+            if isinstance(refs, dict):
+                held.update((thread_id, ns, channel, *ref) for channel, ref in refs.items() if value_ref_valid(ref))
+        unheld += [
+            pk
+            for pk, *key in CheckpointValue.objects.filter(thread__in=chunk)
+            .values_list("pk", "thread_id", "checkpoint_ns", "channel", "version", "digest")
+            .iterator(chunk_size=2000)
+            if tuple(key) not in held
+        ]
+    return unheld
+
+
+def writes_remove(writes: QuerySet[CheckpointWrite], *, measure: Measure | None = None) -> Removed:
+    """Remove these pending writes alone, their checkpoints staying (retention's purge: the writes
+    referring to purged blocks, with their tasks', holding.py)."""
+    size = measure(Checkpoint.objects.none(), writes, CheckpointValue.objects.none()) if measure is not None else 0
+    return Removed(writes=writes.delete()[0], bytes=size)
+
+
+def values_delete(pks: list[int]) -> int:
+    removed = 0
+    for start in range(0, len(pks), 1000):
+        removed += CheckpointValue.objects.filter(pk__in=pks[start : start + 1000]).delete()[0]
+    return removed
+
+
+def values_replaced(thread_pk: int, checkpoint_ns: str, before: Any, after: Any) -> int:
+    """After a checkpoint was replaced in place: the values its old row held and its new one does
+    not go, unless another checkpoint of the namespace holds them. No query when it held none
+    (or the same ones: a retried put); how many went."""
+    after = after if isinstance(after, dict) else {}
+    held = before.items() if isinstance(before, dict) else ()
+    candidates = {(channel, *ref) for channel, ref in held if value_ref_valid(ref) and after.get(channel) != ref}
+    if not candidates:
         return 0
-    held = set()
-    for thread_id, ns, refs in (
-        Checkpoint.objects.filter(thread__in=thread_ids, values_ref__isnull=False)
-        .values_list("thread_id", "checkpoint_ns", "values_ref")
+    channels = sorted({channel for channel, *_ in candidates})
+    for refs in (
+        Checkpoint.objects.filter(thread_id=thread_pk, checkpoint_ns=checkpoint_ns, values_ref__isnull=False)
+        .values_list("values_ref", flat=True)
         .iterator(chunk_size=2000)
     ):
         if isinstance(refs, dict):
-            held.update((thread_id, ns, channel, *ref) for channel, ref in refs.items() if value_ref_valid(ref))
-    going = [
-        pk
-        for pk, *key in CheckpointValue.objects.filter(thread__in=thread_ids)
-        .values_list("pk", "thread_id", "checkpoint_ns", "channel", "version", "digest")
-        .iterator(chunk_size=2000)
-        if tuple(key) not in held
-    ]
-    removed = 0
-    for start in range(0, len(going), 1000):
-        removed += CheckpointValue.objects.filter(pk__in=going[start : start + 1000]).delete()[0]
-    return removed
+            candidates -= {(channel, *refs[channel]) for channel in channels if value_ref_valid(refs.get(channel))}
+        if not candidates:
+            return 0
+    where = Q()
+    for channel, version, digest in candidates:
+        where |= Q(channel=channel, version=version, digest=digest)
+    return CheckpointValue.objects.filter(where, thread_id=thread_pk, checkpoint_ns=checkpoint_ns).delete()[0]

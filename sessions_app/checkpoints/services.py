@@ -38,6 +38,7 @@ from sessions_app.checkpoints.langgraph import is_langgraph_checkpoint, next_nod
 from sessions_app.checkpoints.selectors import checkpoint_etag, checkpoint_id_validate, checkpoint_ns_validate
 from sessions_app.checkpoints.wire import WRITES_IDX_MAP
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
+from sessions_app.checkpoints.removal import values_replaced
 from sessions_app.threads.models import Thread
 from sessions_app.threads.selectors import etag_matches, thread_id_validate
 
@@ -304,9 +305,11 @@ def _checkpoint_put_locked(*, actor, thread_id: str, data: CheckpointInput, chec
     if existing is None:
         Checkpoint.objects.create(thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id, **fields)
     else:
+        before = existing.__dict__.get("values_ref")
         for name, value in fields.items():
             setattr(existing, name, value)
         existing.save_in_thread([*fields, "updated_at"])
+        values_replaced(thread.pk, data.checkpoint_ns, before, fields["values_ref"])
     if not moved:  # the conversation's save, when it wrote, moved the thread's updated_at already
         _touch(thread)
     return PutResult(thread.thread_id, data.checkpoint_ns, checkpoint_id, created=existing is None, messages=answer)
@@ -324,6 +327,7 @@ def _thread_and_checkpoints_for_put(actor, thread_id: str, data: CheckpointInput
         .filter(thread_id=thread_id)
         .annotate(
             put_pk=Subquery(same.filter(checkpoint_id=checkpoint_id).values("pk")[:1]),
+            put_refs=Subquery(same.filter(checkpoint_id=checkpoint_id).values("values_ref")[:1]),
             parent_seen=Subquery(
                 same.filter(checkpoint_id=data.parent_checkpoint_id or "")
                 .annotate(seen=KeyTransform("versions_seen", "checkpoint"))
@@ -340,7 +344,9 @@ def _thread_and_checkpoints_for_put(actor, thread_id: str, data: CheckpointInput
     _ensure_owner(actor, thread, action)
     existing = None
     if thread.put_pk is not None:
-        existing = Checkpoint(pk=thread.put_pk, thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id)
+        existing = Checkpoint(
+            pk=thread.put_pk, thread=thread, checkpoint_ns=data.checkpoint_ns, checkpoint_id=checkpoint_id, values_ref=thread.put_refs
+        )
     return thread, existing, thread.parent_seen if isinstance(thread.parent_seen, dict) else None
 
 
@@ -435,9 +441,11 @@ def checkpoint_replace(
     fields["messages_ref"] = None  # a replacement in place holds its messages itself
     _refs_fit(data, fields)
     _by_version(thread, data, fields)
+    before = existing.values_ref
     for name, value in fields.items():
         setattr(existing, name, value)
     existing.save_in_thread([*fields, "updated_at"])
+    values_replaced(thread.pk, data.checkpoint_ns, before, fields["values_ref"])
     _touch(thread)
     return PutResult(thread.thread_id, data.checkpoint_ns, checkpoint_id, created=False, etag=checkpoint_etag(existing))
 

@@ -16,7 +16,8 @@ channels holding message markers (references.py: their markers resolve against e
 checkpoint's own messages), a channel without a version, and checkpoints not made by
 LangGraph. Every read puts the values back (`values_hydrate`, one query for any number of
 checkpoints); removing checkpoints removes the values no remaining checkpoint of the
-thread holds (removal.py, `values_collect`).
+thread holds, and a replacement in place those its old row alone held (removal.py,
+`values_unheld`, `values_replaced`).
 """
 
 from __future__ import annotations
@@ -127,3 +128,4 @@ def values_apply(rows: list, found: dict, wanted: list | None = None) -> list:
             if key in found:
                 values[channel] = found[key]
     return rows
+

@@ -45,7 +45,7 @@ def test_the_preview_counts_and_writes_nothing(data, admin_user):
 def test_erasing_removes_everything_of_one_user_and_nothing_else(data, admin_user, bob):
     receipt = user_erase(actor=admin_user, username="alice", batch=3)
     assert receipt["counts"] == {
-        "threads": 2, "blocks": 10, "checkpoints": 4, "pending_writes": 4, "store_items": 2, "graph_definitions": 0
+        "threads": 2, "blocks": 10, "checkpoints": 4, "pending_writes": 4, "checkpoint_values": 0, "store_items": 2, "graph_definitions": 0
     }
     assert not Thread.objects.filter(owner__username="alice").exists()
     assert not StoreItem.objects.filter(owner__username="alice").exists()

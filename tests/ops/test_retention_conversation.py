@@ -96,9 +96,10 @@ def test_checkpoints_removed_by_the_keep_rule_are_not_counted_twice(alice_api):
     assert preview.pending_writes == run.counts["pending_writes"] == 1
 
 
-def test_a_plain_conversation_thread_costs_the_holding_check_one_query(alice, django_assert_num_queries):
+def test_a_plain_conversation_thread_costs_the_holding_check_two_queries(alice, django_assert_num_queries):
     from sessions_app.threads.services import thread_save_agent_state
 
     thread_save_agent_state(actor=alice, thread_id="plain", agent_code="bot", context=[{"role": "user", "content": "hi"}])
-    with django_assert_num_queries(1):
+    # The checkpoints holding messages by reference, the writes holding markers: none.
+    with django_assert_num_queries(2):
         assert checkpoints_holding(Block.objects.filter(thread__thread_id="plain")) == []

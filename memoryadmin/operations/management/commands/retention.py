@@ -17,7 +17,7 @@ from memoryadmin.errors import DomainError
 from memoryadmin.operations import retention
 from memoryadmin.operations.models import RetentionPolicy
 
-COLUMNS = ("threads_released", "threads_pruned", "threads_purged", "checkpoints", "pending_writes", "blocks", "items", "bytes")
+COLUMNS = ("threads_released", "threads_pruned", "threads_purged", "checkpoints", "pending_writes", "checkpoint_values", "blocks", "items", "bytes")
 
 
 class Command(BaseCommand):
@@ -49,7 +49,7 @@ class Command(BaseCommand):
     def _table(self, rows: list[tuple[str, dict]]) -> None:
         self.stdout.write(f"{'POLICY':20} " + " ".join(f"{name:>16}" for name in COLUMNS))
         for label, counts in rows:
-            cells = [filesizeformat(counts[name]) if name == "bytes" else str(counts[name]) for name in COLUMNS]
+            cells = [filesizeformat(counts.get(name, 0)) if name == "bytes" else str(counts.get(name, 0)) for name in COLUMNS]
             self.stdout.write(f"{label[:20]:20} " + " ".join(f"{cell:>16}" for cell in cells))
 
     def _apply(self, options):

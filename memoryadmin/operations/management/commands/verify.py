@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 
 from django.core.management.base import BaseCommand
-from django.db.models import Exists, F, OuterRef, Subquery, TextField
+from django.db.models import Exists, OuterRef, Subquery, TextField
 from django.db.models.functions import Cast
 
 from memoryadmin.json import stored_loads
+from memoryadmin.operations.verify_checkpoints import check_references, check_values
 
 from sessions_app.models import Block, Checkpoint, CheckpointWrite, Thread
 from sessions_app.threads.messages import ContextHasher
@@ -27,10 +28,14 @@ class Command(BaseCommand):
         parser.add_argument("--thread", help="check this thread only")
         parser.add_argument("--json", action="store_true", help="print the problems as JSON lines")
         parser.add_argument("--max-problems", type=int, default=1000, help="stop listing after this many")
+        parser.add_argument("--batch", type=int, default=500, help="rows read at a time by the checkpoint checks")
 
     def handle(self, *args, **options):
         self.problems: list[dict] = []
+        self.found = 0
         self.max_problems = options["max_problems"]
+        self.batch = max(1, options["batch"])
+        self.thread_only = bool(options["thread"])
         threads = Thread.objects.order_by("pk")
         if options["thread"]:
             threads = threads.filter(thread_id=options["thread"])
@@ -45,14 +50,17 @@ class Command(BaseCommand):
         items = self._check_store_items() if not options["thread"] else 0
         for problem in self.problems[: self.max_problems]:
             self.stdout.write(json.dumps(problem) if options["json"] else f"{problem['kind']}: {problem['where']}: {problem['detail']}")
-        summary = f"checked {checked} threads and {items} store items: {len(self.problems)} problem(s)"
-        if self.problems:
+        summary = f"checked {checked} threads and {items} store items: {self.found} problem(s)"
+        if self.found:
             self.stderr.write(summary)
             raise SystemExit(1)
         self.stdout.write(summary)
 
     def _report(self, kind: str, where: str, detail: str) -> None:
-        self.problems.append({"kind": kind, "where": where, "detail": detail})
+        # Counted all, kept up to the number listed: memory stays flat however broken the data.
+        self.found += 1
+        if len(self.problems) < self.max_problems:
+            self.problems.append({"kind": kind, "where": where, "detail": detail})
 
     def _check_thread(self, thread: Thread) -> None:
         where = f"thread:{thread.thread_id}"
@@ -118,51 +126,10 @@ class Command(BaseCommand):
         )
         for thread_id, ns, checkpoint_id in orphans.iterator(chunk_size=1000):
             self._report("orphan_writes", f"thread:{thread_id}/{ns}/{checkpoint_id}", "pending writes without their checkpoint")
-        self._check_checkpoint_messages(threads)
-        self._check_checkpoint_values(threads)
-
-    def _check_checkpoint_messages(self, threads) -> None:
-        """Every checkpoint holding its messages by reference finds them all among the thread's blocks."""
-        from sessions_app.checkpoints.conversation import checkpoints_hydrate
-
-        referring = (
-            Checkpoint.objects.filter(thread__in=threads, messages_ref__isnull=False)
-            .order_by("pk")
-            .only("pk", "thread_id", "checkpoint_ns", "checkpoint_id", "messages_ref")
-            .annotate(thread_name=F("thread__thread_id"))
-        )
-        last = 0
-        while True:
-            rows = list(referring.filter(pk__gt=last)[:200])
-            if not rows:
-                return
-            last = rows[-1].pk
-            for row in rows:
-                row.checkpoint = {"channel_values": {}}
-            for row in checkpoints_hydrate(rows):
-                ref = row.messages_ref if isinstance(row.messages_ref, dict) else {}
-                found = row.checkpoint["channel_values"].get(ref.get("channel"))
-                if not isinstance(found, list) or len(found) != ref.get("count"):
-                    self._report(
-                        "missing_messages",
-                        f"thread:{row.thread_name}/{row.checkpoint_ns}/{row.checkpoint_id}",
-                        f"holds {ref.get('count')} messages by reference; {len(found or [])} blocks found",
-                    )
-
-    def _check_checkpoint_values(self, threads) -> None:
-        """Every channel value a checkpoint holds by version is stored (sessions_app/checkpoints/versions.py)."""
-        from sessions_app.models import CheckpointValue
-
-        stored = set(
-            CheckpointValue.objects.filter(thread__in=threads).values_list("thread_id", "checkpoint_ns", "channel", "version", "digest")
-        )
-        referring = Checkpoint.objects.filter(thread__in=threads, values_ref__isnull=False).values_list(
-            "thread_id", "thread__thread_id", "checkpoint_ns", "checkpoint_id", "values_ref"
-        )
-        for thread_pk, thread_id, ns, checkpoint_id, refs in referring.iterator(chunk_size=1000):
-            for channel, ref in (refs.items() if isinstance(refs, dict) else ()):
-                if not (isinstance(ref, list) and (thread_pk, ns, channel, *ref) in stored):
-                    self._report("missing_value", f"thread:{thread_id}/{ns}/{checkpoint_id}", f"channel {channel} at {ref} is not stored")
+        # What checkpoints hold by reference, in batches: memory stays flat with the data's size.
+        one = threads.values_list("pk", flat=True).first() if self.thread_only else None
+        check_values(threads, one, self._report, self.batch)
+        check_references(threads, self._report, self.batch)
 
     def _check_store_items(self) -> int:
         from memoryadmin.errors import InvalidInput
