@@ -45,6 +45,11 @@ class Thread(models.Model):
     rewrite_count = models.IntegerField(default=0)
     active_count = models.IntegerField(default=0)
     archived_count = models.IntegerField(default=0)
+    # When this thread's open live streams were last told to end while the thread stays (cleared,
+    # its checkpoints released or deleted), and why (a key of notify.ENDS): what a stream that
+    # polls (SQLite) or missed the notification reads instead (sessions_app/threads/notify.py).
+    streams_ended = models.CharField(max_length=32, blank=True)
+    streams_ended_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -26,7 +26,7 @@ from memoryadmin.jsoncheck import DEPTH_MAX, json_value_check, text_input_check
 from memoryadmin.metrics import BLOCK_APPEND, BLOCK_ARCHIVE_WRITE, BLOCK_PERSIST_FAIL, BLOCK_TRUNCATE
 
 from sessions_app.threads.messages import ContextHasher, ParsedMessage, parse_message
-from sessions_app.threads.notify import thread_notify
+from sessions_app.threads.notify import stream_end_fields, thread_notify
 from .models import TITLE_MAX, Block, Thread, thread_rows_delete
 from sessions_app.threads.selectors import etag_matches, thread_etag, thread_get_for_write, thread_id_validate
 
@@ -462,8 +462,11 @@ def thread_clear(*, actor, thread_id: str, request=None) -> dict[str, int]:
     thread.active_count = 0
     thread.archived_count += archived
     thread.extra_state = None
+    # Its open live streams end, saying why, when this commits (notified, and kept on the row
+    # for the streams that poll).
+    for name, value in stream_end_fields("cleared").items():
+        setattr(thread, name, value)
     thread.save()
-    # Its open live streams end, saying why, when this commits.
     thread_notify(thread.pk, "cleared")
     after = {"active_blocks": thread.active_count, "archived_blocks": thread.archived_count}
     audit_record(

@@ -246,21 +246,30 @@ def leases() -> Leases:
 GONE = -1
 
 
-def _pending_turn(thread_pk: int) -> int | None:
-    """The thread's pending turn, None when it has none, GONE when the thread was deleted (one query)."""
+def _pending_turn(thread_pk: int) -> tuple[int | None, tuple[str, object]]:
+    """The thread's pending turn (None when it has none, GONE when the thread was deleted) and
+    the last end of its streams it outlived (`Thread.streams_ended`, `_at`): one query."""
     pending = Turn.objects.filter(thread_id=OuterRef("pk"), status=Turn.Status.PENDING).values("pk")[:1]
-    found = list(Thread.objects.filter(pk=thread_pk).annotate(pending=Subquery(pending)).values_list("pending", flat=True))
-    return found[0] if found else GONE
+    found = list(
+        Thread.objects.filter(pk=thread_pk)
+        .annotate(pending=Subquery(pending))
+        .values_list("pending", "streams_ended", "streams_ended_at")
+    )
+    if not found:
+        return GONE, ("", None)
+    turn, reason, at = found[0]
+    return turn, (reason, at)
 
 
 def _read(thread_pk: int, followed: int | None, after: int, resume: tuple[int, int] | None):
-    """The pending turn now, and its chunks after the last one sent: (turn, after, chunks)."""
-    pending = _pending_turn(thread_pk)
+    """The pending turn now, its chunks after the last one sent, and the thread's last end of
+    its streams: (turn, after, chunks, (reason, at))."""
+    pending, end = _pending_turn(thread_pk)
     if pending is None or pending == GONE:
-        return pending, after, []
+        return pending, after, [], end
     if pending != followed:
         after = resume[1] if resume and resume[0] == pending else -1
-    return pending, after, turns.pending_chunks_after(turn_id=pending, after=after)
+    return pending, after, turns.pending_chunks_after(turn_id=pending, after=after), end
 
 
 async def turn_events(
@@ -272,6 +281,7 @@ async def turn_events(
     lease_id: int | None = None,
     release: Callable[[], None] | None = None,
     resume: tuple[int, int] | None = None,
+    ended_at=None,
 ) -> AsyncIterator[str]:
     """Server-sent events for a thread's pending turn: its new chunks, heartbeats, then the end.
 
@@ -281,7 +291,9 @@ async def turn_events(
     lease `lease_id` (`Leases`), and the stream ends as on timeout when it is gone.
     `resume=(turn_id, index)`: the page already shows that turn's chunks up to `index`,
     so the stream starts after it (when that turn is still the pending one).
-    `release` runs however the stream ends.
+    `release` runs however the stream ends. `ended_at`: the thread's `streams_ended_at` when the
+    stream was opened; a read that finds another one ends the stream with that end (a thread
+    cleared or released where no notification came: SQLite).
     """
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -303,9 +315,12 @@ async def turn_events(
                 yield sse("ended", ENDS[watch.ended])
                 return
             if woken:
-                pending, after, chunks = await read(thread_pk, followed, after, resume)
+                pending, after, chunks, (end, end_at) = await read(thread_pk, followed, after, resume)
                 if pending == GONE:
                     yield sse("ended", ENDS["deleted"])
+                    return
+                if end_at != ended_at and end in ENDS:
+                    yield sse("ended", ENDS[end])
                     return
                 if pending is None and followed is not None:
                     yield sse("finished", "")
