@@ -31,23 +31,24 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import re
+from datetime import timezone as dt_timezone
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from asgiref.sync import sync_to_async
-from django.db import connection
-from django.db.models import OuterRef, Subquery
+from django.db import connection, connections
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.html import escape
 
 from memoryadmin.requestthread import shared_threads
 from sessions_app.threads.models import Thread
 from sessions_app.threads.notify import ENDS
 from sessions_app.turns import listener
-from sessions_app.turns import services as turns
 from sessions_app.turns import streams
-from sessions_app.turns.models import Turn
+from sessions_app.turns.models import Turn, TurnChunk
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +89,13 @@ def database_slot() -> asyncio.Semaphore:
     return _slots[loop]
 
 
-def released(fn: Callable) -> Callable:
+def released(fn: Callable, *, slot: bool = True) -> Callable:
     """`fn` run in a thread when a slot is free, its database connection given back when it returns.
 
     Under the ASGI server, on the threads the process's streams share (memoryadmin/requestthread.py),
     also from a task that outlives the stream that started it; elsewhere thread-sensitive, as
-    Django runs it. Inside a transaction (tests) the connection belongs to the caller and stays."""
+    Django runs it. Inside a transaction (tests) the connection belongs to the caller and stays.
+    `slot=False` when the caller already holds one of the slots."""
 
     def call(*args, **kwargs):
         try:
@@ -102,31 +104,99 @@ def released(fn: Callable) -> Callable:
             if not connection.in_atomic_block:
                 connection.close()
 
+    async def in_thread(*args, **kwargs):
+        shared = shared_threads()
+        if shared is None:
+            return await sync_to_async(call)(*args, **kwargs)
+        return await sync_to_async(call, thread_sensitive=False, executor=shared)(*args, **kwargs)
+
     async def run(*args, **kwargs):
+        if not slot:
+            # The caller holds a slot already.
+            return await in_thread(*args, **kwargs)
         async with database_slot():
-            shared = shared_threads()
-            if shared is None:
-                return await sync_to_async(call)(*args, **kwargs)
-            return await sync_to_async(call, thread_sensitive=False, executor=shared)(*args, **kwargs)
+            return await in_thread(*args, **kwargs)
 
     return run
 
 
 class SharedReads:
-    """The reads of this event loop's streams: streams of one thread woken by one notification,
-    which have sent the same chunks, share one read (10 tabs on a thread: one read, not 10)."""
+    """The reads of this event loop's streams, one per thread at a time, whatever each stream has sent.
+
+    The streams of a thread woken by one notification ask in the same turn of the event loop;
+    their requests make one batch, served by one read of the thread's pending turn and of its
+    chunks after the lowest index any of them needs (a stream opened later, or resuming after
+    the panel's chunks, takes its part of the same rows). The events are formatted once per
+    batch, not once per stream. A request made while a read is running waits for the next
+    batch: the running read may predate the commit that woke it.
+
+    On PostgreSQL the read is one statement on this event loop's own connection (`Reader`): no
+    thread, no pooled connection, no ORM object. Elsewhere (SQLite), or while that connection
+    cannot be had, the same statement runs in a thread on Django's connection (`released`).
+    """
 
     def __init__(self):
-        self._running: dict[tuple, asyncio.Future] = {}
+        self._batches: dict[int, list] = {}
+        # One read at a time on the reader's connection: requests wait here in their batches.
+        self._reading = asyncio.Lock()
+        # Database reads made (tests count them).
+        self.reads = 0
 
     async def read(self, thread_pk: int, followed: int | None, after: int, resume: tuple[int, int] | None):
-        key = (thread_pk, followed, after, resume)
-        running = self._running.get(key)
-        if running is None:
-            running = self._running[key] = asyncio.ensure_future(released(_read)(*key))
-            running.add_done_callback(lambda _: self._running.pop(key, None))
-        # Shielded: a stream that leaves does not cancel the read the others wait for.
-        return await asyncio.shield(running)
+        """(pending turn or None or GONE, the index the events follow, [(index, event text)…], (end, end_at))."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        batch = self._batches.get(thread_pk)
+        if batch is None:
+            batch = self._batches[thread_pk] = []
+            # In the stream's context (its shared threads), and not cancelled if that stream leaves.
+            loop.create_task(self._serve(thread_pk, batch))
+        batch.append((followed, after, resume, done))
+        return await done
+
+    def _close(self, thread_pk: int, batch: list) -> None:
+        if self._batches.get(thread_pk) is batch:
+            del self._batches[thread_pk]
+
+    async def _serve(self, thread_pk: int, batch: list) -> None:
+        try:
+            use_reader = listener.listening_supported()
+            async with (self._reading if use_reader else database_slot()):
+                # From here on, requests make the next batch.
+                self._close(thread_pk, batch)
+                wants = [(followed, after, resume) for followed, after, resume, _ in batch]
+                low = min(_guess(*want) for want in wants)
+                pending, end, chunks = await self._rows(thread_pk, low, use_reader)
+                lowest = min((_needed(pending, *want) for want in wants), default=low)
+                if pending not in (None, GONE) and lowest < low:
+                    # A new pending turn (rare): read it from the lowest index a stream needs.
+                    low = lowest
+                    pending, end, chunks = await self._rows(thread_pk, low, use_reader)
+            events = [(index, sse("chunk", escape(text), index)) for index, text in chunks]
+            for (followed, after, resume, done), want in zip(batch, wants):
+                if done.done():
+                    continue
+                if pending is None or pending == GONE:
+                    done.set_result((pending, after, [], end))
+                    continue
+                needed = _needed(pending, *want)
+                done.set_result((pending, needed, [event for event in events if event[0] > needed], end))
+        except BaseException as exc:
+            self._close(thread_pk, batch)
+            for *_, done in batch:
+                if not done.done():
+                    done.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    async def _rows(self, thread_pk: int, after: int, use_reader: bool):
+        self.reads += 1
+        if use_reader:
+            try:
+                return _parse_rows(await reader().fetch(_read_statement("postgresql"), _read_params(thread_pk, after)))
+            except _reader_errors() as exc:
+                log.warning("live streams' reader: %s; reading in a thread meanwhile", exc)
+        return _parse_rows(await released(_rows_in_thread, slot=use_reader)(thread_pk, after))
 
 
 def _of_this_loop(registry: dict, make):
@@ -246,30 +316,143 @@ def leases() -> Leases:
 GONE = -1
 
 
-def _pending_turn(thread_pk: int) -> tuple[int | None, tuple[str, object]]:
-    """The thread's pending turn (None when it has none, GONE when the thread was deleted) and
-    the last end of its streams it outlived (`Thread.streams_ended`, `_at`): one query."""
-    pending = Turn.objects.filter(thread_id=OuterRef("pk"), status=Turn.Status.PENDING).values("pk")[:1]
-    found = list(
-        Thread.objects.filter(pk=thread_pk)
-        .annotate(pending=Subquery(pending))
-        .values_list("pending", "streams_ended", "streams_ended_at")
+def _guess(followed: int | None, after: int, resume: tuple[int, int] | None) -> int:
+    """The lowest chunk index a stream may need, before the read says which turn is pending."""
+    if followed is not None:
+        return after
+    return resume[1] if resume else -1
+
+
+def _needed(pending: int | None, followed: int | None, after: int, resume: tuple[int, int] | None) -> int:
+    """The index after which a stream needs the chunks of `pending`: what it sent of it, or what the
+    page shows of it (`resume`), or none of them (a turn new to it)."""
+    if pending == followed:
+        return after
+    return resume[1] if resume and resume[0] == pending else -1
+
+
+@functools.cache
+def _read_statement(vendor: str) -> str:
+    """One statement for a read: the thread's last end of its streams it outlived, its pending
+    turn and that turn's chunks after an index, in order. One row with no chunk when there is
+    none to send, none when the thread is gone. The same text on both databases (`%s` params)."""
+    quote = connections["default"].ops.quote_name
+    thread, turn, chunk = Thread._meta, Turn._meta, TurnChunk._meta
+
+    def column(meta, name: str) -> str:
+        return quote(meta.get_field(name).column)
+
+    thread_pk, turn_pk = quote(thread.pk.column), quote(turn.pk.column)
+    index = column(chunk, "index")
+    return (
+        f"SELECT t.{column(thread, 'streams_ended')}, t.{column(thread, 'streams_ended_at')}, p.{turn_pk}, "
+        f"c.{index}, c.{column(chunk, 'text')} "
+        f"FROM {quote(thread.db_table)} t "
+        f"LEFT JOIN {quote(turn.db_table)} p ON p.{column(turn, 'thread')} = t.{thread_pk} AND p.{column(turn, 'status')} = %s "
+        f"LEFT JOIN {quote(chunk.db_table)} c ON c.{column(chunk, 'turn')} = p.{turn_pk} AND c.{index} > %s "
+        f"WHERE t.{thread_pk} = %s ORDER BY c.{index}"
     )
-    if not found:
-        return GONE, ("", None)
-    turn, reason, at = found[0]
-    return turn, (reason, at)
 
 
-def _read(thread_pk: int, followed: int | None, after: int, resume: tuple[int, int] | None):
-    """The pending turn now, its chunks after the last one sent, and the thread's last end of
-    its streams: (turn, after, chunks, (reason, at))."""
-    pending, end = _pending_turn(thread_pk)
-    if pending is None or pending == GONE:
-        return pending, after, [], end
-    if pending != followed:
-        after = resume[1] if resume and resume[0] == pending else -1
-    return pending, after, turns.pending_chunks_after(turn_id=pending, after=after), end
+def _read_params(thread_pk: int, after: int) -> list:
+    return [str(Turn.Status.PENDING.value), after, thread_pk]
+
+
+def _instant(value):
+    """A stored time as an aware datetime, as either database's driver gives it back raw."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if value is not None and timezone.is_naive(value):
+        value = timezone.make_aware(value, dt_timezone.utc)
+    return value
+
+
+def _parse_rows(rows: list[tuple]):
+    """(pending turn or None or GONE, (end, end_at), [(index, text)…]) from the read's rows."""
+    if not rows:
+        return GONE, ("", None), []
+    end, end_at, pending = rows[0][0], _instant(rows[0][1]), rows[0][2]
+    chunks = [(index, text) for *_, index, text in rows if index is not None]
+    return pending, (end, end_at), chunks
+
+
+def _rows_in_thread(thread_pk: int, after: int) -> list[tuple]:
+    """The read on Django's connection (SQLite; PostgreSQL while the reader cannot connect)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_read_statement(connection.vendor), _read_params(thread_pk, after))
+        return cursor.fetchall()
+
+
+def _reader_errors() -> tuple[type[BaseException], ...]:
+    import psycopg
+
+    return (ConnectionError, OSError, psycopg.Error)
+
+
+class Reader:
+    """This event loop's connection for the streams' reads (PostgreSQL): psycopg's async
+    connection in autocommit, to where the listener connects (settings.DATABASE_LISTEN).
+
+    A task of the loop owns it: made at the first read, made again at the next read after it
+    broke, closed when the loop ends (its tasks are cancelled). Reads run one at a time, in order."""
+
+    def __init__(self):
+        self._asked: asyncio.Queue = asyncio.Queue()
+        # A context of its own: the task outlives the stream whose read started it.
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name="memoryadmin-stream-reader", context=contextvars.Context()
+        )
+
+    async def fetch(self, query: str, params: list) -> list[tuple]:
+        if self._task.done():
+            raise ConnectionError("the streams' reader has stopped")
+        done = asyncio.get_running_loop().create_future()
+        self._asked.put_nowait((query, params, done))
+        return await done
+
+    async def _run(self) -> None:
+        import psycopg
+
+        while True:
+            asked = await self._asked.get()
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    **{**listener._conninfo(), "application_name": "memoryadmin-streams"}, autocommit=True
+                )
+            except Exception as exc:  # no connection now: this read fails (and runs in a thread), the next tries again
+                _settle(asked[2], exc=exc)
+                continue
+            async with conn:
+                while asked is not None:
+                    query, params, done = asked
+                    try:
+                        cursor = await conn.execute(query, params)
+                        _settle(done, rows=await cursor.fetchall())
+                    except psycopg.OperationalError as exc:
+                        _settle(done, exc=exc)
+                        break  # the connection broke: a new one for the next read
+                    except psycopg.Error as exc:
+                        _settle(done, exc=exc)
+                    asked = await self._asked.get()
+
+
+def _settle(done: asyncio.Future, *, rows=None, exc: BaseException | None = None) -> None:
+    if done.done():
+        return
+    if exc is not None:
+        done.set_exception(exc)
+    else:
+        done.set_result(rows)
+
+
+_readers: dict[asyncio.AbstractEventLoop, Reader] = {}
+
+
+def reader() -> Reader:
+    found = _of_this_loop(_readers, Reader)
+    if found._task.done():
+        found = _readers[asyncio.get_running_loop()] = Reader()
+    return found
 
 
 async def turn_events(
@@ -298,6 +481,7 @@ async def turn_events(
     loop = asyncio.get_running_loop()
     start = loop.time()
     next_beat = start + heartbeat
+    ended_at = _instant(ended_at)
     watch = None
     read, release_async = shared_reads().read, release and released(release)
     kept = leases()
@@ -326,9 +510,10 @@ async def turn_events(
                     yield sse("finished", "")
                     return
                 followed = pending if pending is not None else followed
-                for index, text in chunks:
-                    after = index
-                    yield sse("chunk", escape(text), index)
+                if chunks:
+                    # The chunks of one read in one write.
+                    after = chunks[-1][0]
+                    yield "".join(event for _, event in chunks)
             now = loop.time()
             if now - start >= max_seconds:
                 yield sse("timeout", "")
