@@ -107,6 +107,13 @@ def thread_rows_delete(thread: Thread) -> None:
             model.rows_delete(model._base_manager.filter(thread=thread))
 
 
+def threads_rows_delete(thread_pks: list[int]) -> None:
+    """`thread_rows_delete` for many threads: one statement per table, whatever their number."""
+    for model in apps.get_models():
+        if issubclass(model, ThreadScoped):
+            model.rows_delete(model._base_manager.filter(thread__in=thread_pks))
+
+
 class Block(ThreadScoped):
     """One message of a thread, active or archived by a rewrite (docs/architecture.md, rules S4-S6)."""
 

@@ -31,24 +31,21 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import logging
 import re
-from datetime import timezone as dt_timezone
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from asgiref.sync import sync_to_async
-from django.db import connection, connections
+from django.db import connection
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from django.utils.html import escape
 
 from memoryadmin.requestthread import shared_threads
-from sessions_app.threads.models import Thread
 from sessions_app.threads.notify import ENDS
 from sessions_app.turns import listener
 from sessions_app.turns import streams
-from sessions_app.turns.models import Turn, TurnChunk
+from sessions_app.turns.reads import GONE, lowest_guess, stored_instant, needed_after, of_this_loop, parse_rows, read_params
+from sessions_app.turns.reads import read_statement, reader_errors, rows_in_thread, reader
 
 log = logging.getLogger(__name__)
 
@@ -165,9 +162,9 @@ class SharedReads:
                 # From here on, requests make the next batch.
                 self._close(thread_pk, batch)
                 wants = [(followed, after, resume) for followed, after, resume, _ in batch]
-                low = min(_guess(*want) for want in wants)
+                low = min(lowest_guess(*want) for want in wants)
                 pending, end, chunks = await self._rows(thread_pk, low, use_reader)
-                lowest = min((_needed(pending, *want) for want in wants), default=low)
+                lowest = min((needed_after(pending, *want) for want in wants), default=low)
                 if pending not in (None, GONE) and lowest < low:
                     # A new pending turn (rare): read it from the lowest index a stream needs.
                     low = lowest
@@ -179,7 +176,7 @@ class SharedReads:
                 if pending is None or pending == GONE:
                     done.set_result((pending, after, [], end))
                     continue
-                needed = _needed(pending, *want)
+                needed = needed_after(pending, *want)
                 done.set_result((pending, needed, [event for event in events if event[0] > needed], end))
         except BaseException as exc:
             self._close(thread_pk, batch)
@@ -193,28 +190,17 @@ class SharedReads:
         self.reads += 1
         if use_reader:
             try:
-                return _parse_rows(await reader().fetch(_read_statement("postgresql"), _read_params(thread_pk, after)))
-            except _reader_errors() as exc:
+                return parse_rows(await reader().fetch(read_statement("postgresql"), read_params(thread_pk, after)))
+            except reader_errors() as exc:
                 log.warning("live streams' reader: %s; reading in a thread meanwhile", exc)
-        return _parse_rows(await released(_rows_in_thread, slot=use_reader)(thread_pk, after))
-
-
-def _of_this_loop(registry: dict, make):
-    """The running event loop's one instance in `registry` (made by `make` the first time);
-    closed loops' instances are dropped on the way."""
-    loop = asyncio.get_running_loop()
-    for ended in [other for other in registry if other.is_closed()]:
-        del registry[ended]
-    if loop not in registry:
-        registry[loop] = make()
-    return registry[loop]
+        return parse_rows(await released(rows_in_thread, slot=use_reader)(thread_pk, after))
 
 
 _reads: dict[asyncio.AbstractEventLoop, SharedReads] = {}
 
 
 def shared_reads() -> SharedReads:
-    return _of_this_loop(_reads, SharedReads)
+    return of_this_loop(_reads, SharedReads)
 
 
 # The shortest time between two renewals by the process's task (tests use heartbeats of 0).
@@ -309,150 +295,7 @@ _leases: dict[asyncio.AbstractEventLoop, Leases] = {}
 
 
 def leases() -> Leases:
-    return _of_this_loop(_leases, Leases)
-
-
-# What a read returns for a thread that is no longer there.
-GONE = -1
-
-
-def _guess(followed: int | None, after: int, resume: tuple[int, int] | None) -> int:
-    """The lowest chunk index a stream may need, before the read says which turn is pending."""
-    if followed is not None:
-        return after
-    return resume[1] if resume else -1
-
-
-def _needed(pending: int | None, followed: int | None, after: int, resume: tuple[int, int] | None) -> int:
-    """The index after which a stream needs the chunks of `pending`: what it sent of it, or what the
-    page shows of it (`resume`), or none of them (a turn new to it)."""
-    if pending == followed:
-        return after
-    return resume[1] if resume and resume[0] == pending else -1
-
-
-@functools.cache
-def _read_statement(vendor: str) -> str:
-    """One statement for a read: the thread's last end of its streams it outlived, its pending
-    turn and that turn's chunks after an index, in order. One row with no chunk when there is
-    none to send, none when the thread is gone. The same text on both databases (`%s` params)."""
-    quote = connections["default"].ops.quote_name
-    thread, turn, chunk = Thread._meta, Turn._meta, TurnChunk._meta
-
-    def column(meta, name: str) -> str:
-        return quote(meta.get_field(name).column)
-
-    thread_pk, turn_pk = quote(thread.pk.column), quote(turn.pk.column)
-    index = column(chunk, "index")
-    return (
-        f"SELECT t.{column(thread, 'streams_ended')}, t.{column(thread, 'streams_ended_at')}, p.{turn_pk}, "
-        f"c.{index}, c.{column(chunk, 'text')} "
-        f"FROM {quote(thread.db_table)} t "
-        f"LEFT JOIN {quote(turn.db_table)} p ON p.{column(turn, 'thread')} = t.{thread_pk} AND p.{column(turn, 'status')} = %s "
-        f"LEFT JOIN {quote(chunk.db_table)} c ON c.{column(chunk, 'turn')} = p.{turn_pk} AND c.{index} > %s "
-        f"WHERE t.{thread_pk} = %s ORDER BY c.{index}"
-    )
-
-
-def _read_params(thread_pk: int, after: int) -> list:
-    return [str(Turn.Status.PENDING.value), after, thread_pk]
-
-
-def _instant(value):
-    """A stored time as an aware datetime, as either database's driver gives it back raw."""
-    if isinstance(value, str):
-        value = parse_datetime(value)
-    if value is not None and timezone.is_naive(value):
-        value = timezone.make_aware(value, dt_timezone.utc)
-    return value
-
-
-def _parse_rows(rows: list[tuple]):
-    """(pending turn or None or GONE, (end, end_at), [(index, text)…]) from the read's rows."""
-    if not rows:
-        return GONE, ("", None), []
-    end, end_at, pending = rows[0][0], _instant(rows[0][1]), rows[0][2]
-    chunks = [(index, text) for *_, index, text in rows if index is not None]
-    return pending, (end, end_at), chunks
-
-
-def _rows_in_thread(thread_pk: int, after: int) -> list[tuple]:
-    """The read on Django's connection (SQLite; PostgreSQL while the reader cannot connect)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_read_statement(connection.vendor), _read_params(thread_pk, after))
-        return cursor.fetchall()
-
-
-def _reader_errors() -> tuple[type[BaseException], ...]:
-    import psycopg
-
-    return (ConnectionError, OSError, psycopg.Error)
-
-
-class Reader:
-    """This event loop's connection for the streams' reads (PostgreSQL): psycopg's async
-    connection in autocommit, to where the listener connects (settings.DATABASE_LISTEN).
-
-    A task of the loop owns it: made at the first read, made again at the next read after it
-    broke, closed when the loop ends (its tasks are cancelled). Reads run one at a time, in order."""
-
-    def __init__(self):
-        self._asked: asyncio.Queue = asyncio.Queue()
-        # A context of its own: the task outlives the stream whose read started it.
-        self._task = asyncio.get_running_loop().create_task(
-            self._run(), name="memoryadmin-stream-reader", context=contextvars.Context()
-        )
-
-    async def fetch(self, query: str, params: list) -> list[tuple]:
-        if self._task.done():
-            raise ConnectionError("the streams' reader has stopped")
-        done = asyncio.get_running_loop().create_future()
-        self._asked.put_nowait((query, params, done))
-        return await done
-
-    async def _run(self) -> None:
-        import psycopg
-
-        while True:
-            asked = await self._asked.get()
-            try:
-                conn = await psycopg.AsyncConnection.connect(
-                    **{**listener._conninfo(), "application_name": "memoryadmin-streams"}, autocommit=True
-                )
-            except Exception as exc:  # no connection now: this read fails (and runs in a thread), the next tries again
-                _settle(asked[2], exc=exc)
-                continue
-            async with conn:
-                while asked is not None:
-                    query, params, done = asked
-                    try:
-                        cursor = await conn.execute(query, params)
-                        _settle(done, rows=await cursor.fetchall())
-                    except psycopg.OperationalError as exc:
-                        _settle(done, exc=exc)
-                        break  # the connection broke: a new one for the next read
-                    except psycopg.Error as exc:
-                        _settle(done, exc=exc)
-                    asked = await self._asked.get()
-
-
-def _settle(done: asyncio.Future, *, rows=None, exc: BaseException | None = None) -> None:
-    if done.done():
-        return
-    if exc is not None:
-        done.set_exception(exc)
-    else:
-        done.set_result(rows)
-
-
-_readers: dict[asyncio.AbstractEventLoop, Reader] = {}
-
-
-def reader() -> Reader:
-    found = _of_this_loop(_readers, Reader)
-    if found._task.done():
-        found = _readers[asyncio.get_running_loop()] = Reader()
-    return found
+    return of_this_loop(_leases, Leases)
 
 
 async def turn_events(
@@ -481,7 +324,7 @@ async def turn_events(
     loop = asyncio.get_running_loop()
     start = loop.time()
     next_beat = start + heartbeat
-    ended_at = _instant(ended_at)
+    ended_at = stored_instant(ended_at)
     watch = None
     read, release_async = shared_reads().read, release and released(release)
     kept = leases()
