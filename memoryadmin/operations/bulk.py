@@ -284,8 +284,7 @@ def bulk_step(*, actor, job_id: int, batch: int = BATCH, request=None) -> BulkJo
             counts = dict(job.counts)
             if job.action == "purge":
                 _purge(job, threads, counts, request)
-                threads = []
-            for thread in threads:
+            for thread in threads if job.action != "purge" else ():
                 try:
                     with transaction.atomic():
                         done = _apply(job, thread, request)

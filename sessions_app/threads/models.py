@@ -48,7 +48,7 @@ class Thread(models.Model):
     # When this thread's open live streams were last told to end while the thread stays (cleared,
     # its checkpoints released or deleted), and why (a key of notify.ENDS): what a stream that
     # polls (SQLite) or missed the notification reads instead (sessions_app/threads/notify.py).
-    streams_ended = models.CharField(max_length=32, blank=True)
+    streams_ended = models.CharField(max_length=32, blank=True, db_default="")
     streams_ended_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

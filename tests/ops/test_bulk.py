@@ -253,3 +253,14 @@ def test_a_purge_batch_takes_the_same_queries_whatever_its_size_and_audits_every
     assert events.count() == 12
     assert all(event.actor_id == admin_user.pk and event.detail["owner"] == "alice" for event in events)
     assert events.get(target="thread:many-3").detail["before"] == {"active": 3, "archived": 0}
+
+
+def test_a_purge_goes_on_batch_after_batch_to_the_end(admin_user, alice):
+    for i in range(5):
+        save(alice, f"batched-{i}", turns(2, f"b{i}"))
+    job = bulk.bulk_start(actor=admin_user, action="purge", selection=bulk.Selection(filter={"q": "batched"}))
+    job = bulk.bulk_step(actor=admin_user, job_id=job.pk, batch=2)
+    assert job.status == "running" and job.processed == 2
+    job = bulk.bulk_run(job_id=job.pk, batch=2)
+    assert job.status == "done" and job.processed == 5 and job.counts["threads"] == 5
+    assert not Thread.objects.filter(thread_id__startswith="batched-").exists()
