@@ -8,23 +8,24 @@ asyncio event, holding no thread and no database connection between its reads.
   to the pending turn notifies it at commit, and the stream reads what is new. While
   the listener is down (it reconnects) the stream reads at each heartbeat. On SQLite,
   which cannot notify (`make run`, tests), it reads every MEMORYADMIN_TURN_SSE_POLL_SECONDS.
-- reads: the pending turn and its chunks after the last one sent, through the turn
-  services, in a thread (sync_to_async); the database connection is given back after
-  each read (to the process's pool under the ASGI server). The streams of one process
-  take at most STREAM_DB_SLOTS connections at a time (`database_slot`): hundreds of
-  streams woken at once queue in the event loop, and the pool keeps connections for
-  the API and the pages.
+- reads: one statement (sessions_app/turns/reads.py) for the pending turn and its chunks
+  after an index; the streams of a thread woken together share one (`SharedReads`),
+  whatever each has sent. On PostgreSQL it runs on the event loop's own reading
+  connection (`reads.Reader`), with no thread and no pooled connection; on SQLite in a
+  thread (sync_to_async), the connection given back after each read, at most
+  STREAM_DB_SLOTS at a time (`database_slot`).
 - the end: `event: finished` when the followed turn is finished or discarded,
   `event: timeout` after `max_seconds` or when the lease is lost, `event: ended`
   (with the reason, sessions_app/threads/notify.py) when the thread was deleted,
-  cleared, released or its owner erased: on PostgreSQL the notification of that
-  write ends the stream without another read; a read that finds the thread gone
-  (SQLite, or a notification missed while the listener reconnected) ends it the same
+  cleared, released, its checkpoints deleted or its owner erased: on PostgreSQL the
+  notification of that write ends the stream without another read; a read that finds
+  the thread gone, or an end it outlived recorded on its row after the stream opened
+  (SQLite, or a notification missed while the listener reconnected), ends it the same
   way. A client that leaves cancels the coroutine (Django's ASGI handler listens for
   the disconnect), and the finally block releases the lease.
 - threads: under the ASGI server the request's own thread is let go when the stream
-  starts (memoryadmin/requestthread.py); the reads run on the few threads the
-  process's streams share.
+  starts (memoryadmin/requestthread.py); what runs in a thread afterwards (the reads
+  on SQLite, the release) runs on the few threads the process's streams share.
 """
 
 from __future__ import annotations
