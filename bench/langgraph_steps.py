@@ -124,9 +124,11 @@ class _CountedStream(httpx.SyncByteStream):
 class CountingTransport(httpx.BaseTransport):
     """The saver's own transport (what it sends through without a `transport=`), counting
     requests and body bytes each way (as sent: the request's body, the response's body
-    before any decoding). Headers are not counted."""
+    before any decoding). Headers are not counted. It wraps either the client's own
+    connection pool (`memoryadmin_client.wire.Pool`, its `request`) or, with a proxy in the
+    environment, the httpx transport under the saver's httpx client."""
 
-    def __init__(self, inner: httpx.BaseTransport) -> None:
+    def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.lock = threading.Lock()
         self.requests = self.up = self.down = 0
@@ -140,6 +142,11 @@ class CountingTransport(httpx.BaseTransport):
     def snapshot(self) -> tuple[int, int, int]:
         with self.lock:
             return self.requests, self.up, self.down
+
+    def request(self, method: bytes, target: bytes, headers: Any, body: bytes | None, *args: Any) -> Any:
+        answer = self.inner.request(method, target, headers, body, *args)
+        self.add(requests=1, up=len(body or b""), down=len(answer.content))
+        return answer
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         self.add(requests=1, up=len(request.read()))
@@ -733,7 +740,7 @@ def report(fig: Figures, *, command: str, machine: str, reused: dict[str, dict[s
         "",
         f"A stall is how much later than asked a 1 ms `asyncio.sleep` woke; each task puts a first checkpoint of "
         f"100 messages then the next steps on its own thread ({stall_tasks:g} aputs in all). Before the run one "
-        "aput on its own: the saver's set-up on a new loop (MemoryAdminSaver makes an httpx.AsyncClient per loop) "
+        "aput on its own: the saver's set-up on a new loop (MemoryAdminSaver makes a connection pool per loop) "
         "shows in the last column, not in the run's. AsyncPostgresSaver stands for PostgresSaver here (its async "
         "twin, one connection); \"ticker alone\" is the machine's own noise.",
         "",

@@ -8,7 +8,8 @@ through BENCH_ADMIN_URL as in bench/run.py) is migrated and measured:
 1. Semantic search in process (the selector, as the API runs it): 10,000 items
    under one prefix, one 256-number vector each, the best 10 for a query
    vector; then with 100,000 items in the store (90,000 under other prefixes).
-   With pgvector when the database has it, and with the numpy ranking; the CPU
+   With pgvector when the database has it, and with the numpy ranking (with the
+   process's vector cache, warmed by the first search, and without it); the CPU
    time of a search, the database server's (from /proc, when it runs on this
    machine) and Python's, beside the wall times: figures load barely changes.
 2. Over HTTP (gunicorn, 2 workers, on 127.0.0.1), with `MemoryAdminStore`: a
@@ -91,10 +92,11 @@ def load(cursor, owner_id: int, prefix: str, first: int, last: int) -> None:
 def semantic_rows(member, rounds: int) -> tuple[list[str], bool]:
     import random
 
+    from django.conf import settings
     from django.db import connection
     from django.test.utils import override_settings
 
-    from store_app import semantic
+    from store_app import semantic, vectorcache
     from store_app.selectors import store_item_search, store_search_validate
 
     rng = random.Random(1)
@@ -107,10 +109,16 @@ def semantic_rows(member, rounds: int) -> tuple[list[str], bool]:
 
     rows = []
     has_pgvector = semantic.pgvector_in_use(connection.alias)
-    modes = [("pgvector", "auto")] if has_pgvector else []
-    modes.append(("numpy" if not has_pgvector else "numpy (MEMORYADMIN_STORE_PGVECTOR=off)", "off"))
-    for label, setting in modes:
-        with override_settings(MEMORYADMIN_STORE_PGVECTOR=setting):
+    modes = [("pgvector", "auto", 0)] if has_pgvector else []
+    numpy = "numpy" if not has_pgvector else "numpy (MEMORYADMIN_STORE_PGVECTOR=off)"
+    # The process's vector cache (store_app.vectorcache) as a server runs it, and without it:
+    # what the first search of a process, or one whose vectors do not fit, costs.
+    modes.append((f"{numpy}, vectors kept in the process", "off", settings.MEMORYADMIN_STORE_VECTOR_CACHE_MB))
+    modes.append((f"{numpy}, every vector read (MEMORYADMIN_STORE_VECTOR_CACHE_MB=0)", "off", 0))
+    for label, setting, cache_mb in modes:
+        with override_settings(MEMORYADMIN_STORE_PGVECTOR=setting, MEMORYADMIN_STORE_VECTOR_CACHE_MB=cache_mb):
+            vectorcache.cache.clear()
+            search()  # the first search of the process reads (and keeps) every vector
             count = rounds if setting == "auto" or not has_pgvector else max(5, rounds // 3)
             backend, process = backend_cpu(connection), time.process_time()
             samples = timed(search, count)

@@ -8,16 +8,48 @@ body over the limit (memoryadmin/middleware.py).
 
 `RequestThreads` gives each request the thread its synchronous work runs on, and lets
 it go when a long-lived response (a live-turn stream) starts (memoryadmin/requestthread.py).
+
+`Handler` is Django's ASGI handler with its middleware chain loaded in synchronous mode and
+run whole on that thread, in one call: every middleware here is synchronous (or, like
+django-axes and django-htmx, both), and in Django's asynchronous chain each change of mode
+is a round trip between the event loop and the request's thread — four per request — where
+here there is one. The request's parsing, its body and its answer stay on the event loop, as
+Django does them.
 """
 
 import logging
 import os
 
+import django
+from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.asgi import get_asgi_application
+from django.core.handlers import base
+from django.core.handlers.asgi import ASGIHandler
+from django.http import FileResponse
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryadmin.settings")
-django_application = get_asgi_application()
+django.setup(set_prefix=False)
+
+
+class Handler(ASGIHandler):
+    """Django's ASGI handler, its middleware chain and view run synchronously on the request's thread.
+
+    An asynchronous view still works (Django's synchronous handler runs it on the event loop and
+    waits); a streaming answer is still sent by the event loop, as Django sends it."""
+
+    def __init__(self):
+        base.BaseHandler.__init__(self)
+        self.load_middleware(is_async=False)
+
+    async def run_get_response(self, request):
+        response = await sync_to_async(self.get_response, thread_sensitive=True)(request)
+        response._handler_class = self.__class__
+        if isinstance(response, FileResponse):
+            response.block_size = self.chunk_size
+        return response
+
+
+django_application = Handler()
 
 from memoryadmin.middleware import BODY_TOO_LARGE  # noqa: E402 (after Django is set up)
 from memoryadmin.requestthread import RequestThreads  # noqa: E402

@@ -25,6 +25,7 @@ for those threads explicitly, since the request's context ends with the request.
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import Any
@@ -42,8 +43,13 @@ _current: ContextVar[RequestThread | None] = ContextVar("memoryadmin_request_thr
 
 
 class RequestThread(Executor):
-    """One request's thread-sensitive executor: one thread, started at the first call, that
-    can be let go once the middleware has run (`let_go`); later calls go to the shared threads."""
+    """One request's thread-sensitive executor: one thread, taken at the first call, that
+    can be let go once the middleware has run (`let_go`); later calls go to the shared threads.
+
+    The thread is taken from the process's idle request threads (`IDLE_THREADS` at most are
+    kept) and given back when the request ends, as a WSGI server's threads serve one request
+    after another: no thread is started per request. A request's database connections are
+    closed when it ends (Django's `request_finished`), so a thread is handed on with none."""
 
     def __init__(self):
         self._own: ThreadPoolExecutor | None = None
@@ -54,7 +60,7 @@ class RequestThread(Executor):
         if self.released:
             return _shared.submit(fn, *args, **kwargs)
         if self._own is None:
-            self._own = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryadmin-request")
+            self._own = _take_thread()
         return self._own.submit(fn, *args, **kwargs)
 
     def release(self) -> None:
@@ -68,8 +74,35 @@ class RequestThread(Executor):
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         own, self._own = self._own, None
-        if own is not None:
+        if own is None:
+            return
+        if wait or cancel_futures:
             own.shutdown(wait=wait, cancel_futures=cancel_futures)
+        else:
+            _give_back(own)
+
+
+# Idle request threads, each a one-thread executor, taken and given back last in, first out.
+IDLE_THREADS = 64
+_idle: list[ThreadPoolExecutor] = []
+_idle_lock = threading.Lock()
+
+
+def _take_thread() -> ThreadPoolExecutor:
+    with _idle_lock:
+        if _idle:
+            return _idle.pop()
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryadmin-request")
+
+
+def _give_back(own: ThreadPoolExecutor) -> None:
+    """Keep an idle thread for the next request, or let it end when enough are kept.
+    Given back as soon as the request's last call returned, its executor's queue is empty."""
+    with _idle_lock:
+        if len(_idle) < IDLE_THREADS:
+            _idle.append(own)
+            return
+    own.shutdown(wait=False)
 
 
 def let_go(request: Any) -> None:
@@ -113,5 +146,5 @@ class RequestThreads:
                 await self.app(scope, receive, sending)
         finally:
             _current.reset(token)
-            # Idle by now (the response is closed); its thread exits without being waited for.
+            # Idle by now (the response is closed): its thread serves the next request.
             thread.shutdown(wait=False)

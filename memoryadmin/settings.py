@@ -445,6 +445,10 @@ MEMORYADMIN_STORE_VECTOR_CANDIDATES = env_int("MEMORYADMIN_STORE_VECTOR_CANDIDAT
 # vector column is its type ("auto", looked up once per process); "off" scores with numpy
 # in the server's process even then, as it does without pgvector and on SQLite.
 MEMORYADMIN_STORE_PGVECTOR = env_choice("MEMORYADMIN_STORE_PGVECTOR", "auto", ("auto", "off"))
+# Without pgvector a search scores its candidates' vectors in the server's process: each process
+# keeps the vectors it has read, up to this many MiB (0: none kept, every search reads them), and
+# uses them while their items' vectors version is unchanged (store_app.vectorcache).
+MEMORYADMIN_STORE_VECTOR_CACHE_MB = env_int("MEMORYADMIN_STORE_VECTOR_CACHE_MB", 256, minimum=0, maximum=1_048_576)
 # The embedders read models from local files only: the Hugging Face libraries never reach a hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -65,6 +65,11 @@ class StoreItem(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+    # Which vectors the item has: every put writes a value never used before (a sequence on
+    # PostgreSQL, random 63 bits on SQLite) in the transaction that replaces its vectors, so
+    # (id, vectors_version) names one set of vectors for good and a process may keep them
+    # (store_app.vectorcache). 0: rows from before migration 0007, or written without vectors.
+    vectors_version = models.BigIntegerField(default=0, db_default=0, editable=False)
 
     objects = StoreItemQuerySet.as_manager()
 

@@ -16,6 +16,7 @@ go through here (docs/store.md, rules ST4 and ST10):
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from datetime import timedelta, timezone as dt_timezone
 from typing import Any
@@ -33,6 +34,10 @@ from . import embedders, vectors as vec
 from .matching import value_validate
 from .models import StoreItem, StoreVector, item_target
 from .namespaces import Namespace, key_validate, namespace_to_path, namespace_validate
+
+# Where a put's vectors version comes from on PostgreSQL (migration 0007): never the same twice,
+# a rolled-back transaction's value included.
+VERSION_SEQUENCE = "store_item_vectors_version_seq"
 
 # Ten years: a longer TTL is a mistake, not a wish (and would overflow date arithmetic).
 TTL_MAX_MINUTES = 10 * 365 * 24 * 60
@@ -104,7 +109,7 @@ def puts_embed(puts: list[PutRequest]) -> None:
 
 
 _UPSERT_SQL = """
-INSERT INTO {table} AS item ({owner}, {path}, {depth}, {key}, {value}, {ttl}, {expires}, {created}, {updated})
+INSERT INTO {table} AS item ({owner}, {path}, {depth}, {key}, {value}, {ttl}, {expires}, {created}, {updated}, {version})
 VALUES {rows}
 ON CONFLICT ({path}, {key}) DO UPDATE SET
     {owner} = excluded.{owner},
@@ -112,9 +117,10 @@ ON CONFLICT ({path}, {key}) DO UPDATE SET
     {value} = excluded.{value},
     {ttl} = excluded.{ttl},
     {expires} = excluded.{expires},
-    {updated} = excluded.{updated}
+    {updated} = excluded.{updated},
+    {version} = excluded.{version}
 WHERE item.{owner} = excluded.{owner}
-RETURNING {id}, {path}, {key}, {created}, {inserted}
+RETURNING {id}, {path}, {key}, {created}, {inserted}, {version}
 """
 
 
@@ -132,14 +138,24 @@ def _upsert_sql(connection, rows: int) -> str:
         "expires": quote("expires_at"),
         "created": quote("created_at"),
         "updated": quote("updated_at"),
+        "version": quote("vectors_version"),
     }
     # An existing row that has expired is no longer an item: its owner's put starts a new one
     # there (anyone else's is refused: the key stays its owner's until the sweep, ST3).
     expired = "(item.{expires} IS NOT NULL AND item.{expires} <= excluded.{updated})".format(**names)
     # PostgreSQL tells a row it inserted (xmax 0), which has no vectors to replace; SQLite cannot.
     inserted = "(xmax = 0)" if connection.vendor == "postgresql" else "0"
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows)
+    # Every put replaces the item's vectors, so it gives them a version never used before (StoreItem.vectors_version).
+    version = f"nextval('{VERSION_SEQUENCE}')" if connection.vendor == "postgresql" else "%s"
+    values = ", ".join([f"(%s, %s, %s, %s, %s, %s, %s, %s, %s, {version})"] * rows)
     return _UPSERT_SQL.format(expired=expired, inserted=inserted, rows=values, **names)
+
+
+def _random_version() -> int:
+    """SQLite's vectors version: SQLite has no sequence outside transactions (a rolled-back
+    AUTOINCREMENT is used again), so 63 random bits, from 1: two puts of one item draw the
+    same one with a probability of 2**-63."""
+    return secrets.randbits(63) or 1
 
 
 def _prep(name: str, value: Any, connection) -> Any:
@@ -191,9 +207,11 @@ def puts_apply(*, actor, puts: list[PutRequest], now=None) -> list[StoreItem | F
             _prep("created_at", now, connection),
             _prep("updated_at", now, connection),
         ]
+        if connection.vendor != "postgresql":
+            params.append(_random_version())
     with connection.cursor() as cursor:
         cursor.execute(_upsert_sql(connection, len(puts)), params)
-        written = {(path, key): (item_id, created_at, inserted) for item_id, path, key, created_at, inserted in cursor.fetchall()}
+        written = {(path, key): (item_id, created_at, inserted, version) for item_id, path, key, created_at, inserted, version in cursor.fetchall()}
     outcomes: list[StoreItem | Forbidden] = []
     replaced, vectors = [], []
     refused = [put for put in puts if (namespace_to_path(put.namespace), put.key) not in written]
@@ -215,7 +233,7 @@ def puts_apply(*, actor, puts: list[PutRequest], now=None) -> list[StoreItem | F
                 refusal = exc
             outcomes.append(refusal)
             continue
-        item_id, created_at, inserted = row
+        item_id, created_at, inserted, version = row
         if not inserted:
             replaced.append(item_id)
         for name, vector in put.vectors.items():
@@ -237,6 +255,7 @@ def puts_apply(*, actor, puts: list[PutRequest], now=None) -> list[StoreItem | F
                 expires_at=now + put.ttl if put.ttl is not None else None,
                 created_at=_as_datetime(created_at),
                 updated_at=now,
+                vectors_version=version,
             )
         )
     if replaced:

@@ -46,9 +46,9 @@ def messages_channel() -> str:
     return settings.MEMORYADMIN_LANGGRAPH_MESSAGES_CHANNEL
 
 
-def agent_code_for(metadata: dict[str, Any], thread: Thread | None = None) -> str:
-    """The configured agent_code, else the graph or assistant id of the metadata, else the
-    thread's agent (an update_state's checkpoint names no graph), else "langgraph"."""
+def agent_code_given(metadata: dict[str, Any]) -> str | None:
+    """The configured agent_code, else the graph or assistant id of the metadata; None when
+    neither names one (the thread's agent then, see `agent_code_for`)."""
     configured = settings.MEMORYADMIN_LANGGRAPH_AGENT_CODE
     if configured:
         return configured
@@ -59,6 +59,15 @@ def agent_code_for(metadata: dict[str, Any], thread: Thread | None = None) -> st
                 return thread_services.validate_agent_code(value)
             except InvalidInput:
                 continue
+    return None
+
+
+def agent_code_for(metadata: dict[str, Any], thread: Thread | None = None) -> str:
+    """The configured agent_code, else the graph or assistant id of the metadata, else the
+    thread's agent (an update_state's checkpoint names no graph), else "langgraph"."""
+    given = agent_code_given(metadata)
+    if given is not None:
+        return given
     if thread is not None and thread.agent_code:
         return thread.agent_code
     return DEFAULT_AGENT_CODE

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 from memoryadmin import params
 from memoryadmin.errors import InvalidInput
 
-from sessions_app.checkpoints import search, selectors, services
+from sessions_app.checkpoints import savedviews, search, selectors
 from sessions_app.threads import selectors as thread_selectors
 
 PAGE_SIZE = 50
@@ -113,7 +113,7 @@ def _sort_headers(query: search.ThreadListQuery) -> dict[str, dict[str, str]]:
 def saved_view_save(request: HttpRequest) -> HttpResponse:
     """Save the list's current filter under a name, then show it applied."""
     try:
-        view = services.saved_view_save(
+        view = savedviews.saved_view_save(
             actor=request.user, name=request.POST.get("name"), query=request.POST.get("query", ""), request=request
         )
     except InvalidInput as exc:
@@ -126,6 +126,6 @@ def saved_view_save(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def saved_view_delete(request: HttpRequest, view_id: int) -> HttpResponse:
-    services.saved_view_delete(actor=request.user, view_id=view_id, request=request)
+    savedviews.saved_view_delete(actor=request.user, view_id=view_id, request=request)
     messages.success(request, "Saved view deleted.")
     return redirect(reverse("thread-list"))

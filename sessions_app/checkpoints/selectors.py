@@ -98,12 +98,18 @@ def attach_writes(rows: list[Checkpoint]) -> list[Checkpoint]:
     and its messages channel back from the blocks when it holds it by reference (one more)."""
     if not rows:
         return rows
-    by_key: dict[tuple[int, str, str], list[CheckpointWrite]] = {}
     writes = list(
         CheckpointWrite.objects.filter(
             thread_id__in={row.thread_id for row in rows}, checkpoint_id__in={row.checkpoint_id for row in rows}
         ).order_by("task_path", "task_id", "idx")
     )
+    return attach_writes_read(rows, writes)
+
+
+def attach_writes_read(rows: list[Checkpoint], writes: list[CheckpointWrite]) -> list[Checkpoint]:
+    """`attach_writes` once the writes are read (in replay order): the checkpoints and the
+    writes read back as they were put (one query for their messages held by reference)."""
+    by_key: dict[tuple[int, str, str], list[CheckpointWrite]] = {}
     checkpoints_hydrate(rows, also=writes_held(writes))
     writes_expand(writes)
     for write in writes:

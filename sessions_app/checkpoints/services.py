@@ -25,23 +25,19 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from django.db import IntegrityError, transaction
-from django.http import QueryDict
 from django.db.models import JSONField, OuterRef, Q, Subquery, Value
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
 from memoryadmin import policy
-from memoryadmin.audit import audit_record
 from memoryadmin.errors import InvalidInput, NotFound, PreconditionFailed
-from memoryadmin.jsoncheck import DEPTH_MAX, DOCUMENT_DEPTH_MAX, document_bytes_max, json_value_check, text_input_check, text_storable
-from memoryadmin.params import CURSOR_MAX, parse_int
+from memoryadmin.jsoncheck import DEPTH_MAX, DOCUMENT_DEPTH_MAX, document_bytes_max, json_value_check, text_storable
 
-from sessions_app.checkpoints import conversation, references, versions
+from sessions_app.checkpoints import conversation, fastpath, references, versions
 from sessions_app.checkpoints.langgraph import is_langgraph_checkpoint, next_nodes, nodes_run
 from sessions_app.checkpoints.selectors import checkpoint_etag, checkpoint_id_validate, checkpoint_ns_validate
 from sessions_app.checkpoints.wire import WRITES_IDX_MAP
-from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite, SavedThreadView
-from sessions_app.checkpoints.search import thread_list_query_parse
+from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
 from sessions_app.threads.models import Thread
 from sessions_app.threads.selectors import etag_matches, thread_id_validate
 
@@ -270,7 +266,6 @@ def _fields(thread: Thread, data: CheckpointInput, parent_seen: Any = NO_PARENT)
     }
 
 
-@transaction.atomic
 def checkpoint_put(
     *, actor, thread_id: str, data: CheckpointInput, checkpoint_id: Any = None, action: str = "checkpoint.put"
 ) -> PutResult:
@@ -287,6 +282,20 @@ def checkpoint_put(
         checkpoint_id = str(uuid.uuid4())
     else:
         checkpoint_id_validate(checkpoint_id)
+    thread_id_validate(thread_id)
+    if action == "checkpoint.put":
+        # On PostgreSQL the next step of an agent's own thread: two round trips (fastpath.py).
+        fast = fastpath.checkpoint_put_fast(
+            actor=actor, thread_id=thread_id, data=data, checkpoint_id=checkpoint_id, run_id=_run_id(data.metadata)
+        )
+        if fast is not None:
+            return PutResult(thread_id, data.checkpoint_ns, checkpoint_id, created=True, messages=fast.messages)
+    return _checkpoint_put_locked(actor=actor, thread_id=thread_id, data=data, checkpoint_id=checkpoint_id, action=action)
+
+
+@transaction.atomic
+def _checkpoint_put_locked(*, actor, thread_id: str, data: CheckpointInput, checkpoint_id: str, action: str) -> PutResult:
+    """The put under the thread's row lock: every case, every refusal."""
     thread, existing, parent_seen = _thread_and_checkpoints_for_put(actor, thread_id, data, checkpoint_id, action)
     fields = _fields(thread, data, parent_seen)
     answer, moved = _conversation(actor, thread, data, fields, existing)
@@ -472,7 +481,6 @@ def write_input(*, task_id: Any, task_path: Any = None, writes: Any) -> WriteInp
     return WriteInput(task_id=task_id, task_path=task_path, writes=parsed, refers=frozenset(refers))
 
 
-@transaction.atomic
 def checkpoint_put_writes(
     *, actor, thread_id: str, checkpoint_id: str, checkpoint_ns: Any = None, data: WriteInput
 ) -> int:
@@ -490,6 +498,24 @@ def checkpoint_put_writes(
     """
     checkpoint_id_validate(checkpoint_id)
     checkpoint_ns = checkpoint_ns_validate(checkpoint_ns)
+    thread_id_validate(thread_id)
+    if not data.refers:
+        # On PostgreSQL the writes of an agent's own thread: one statement (fastpath.py).
+        rows = {WRITES_IDX_MAP.get(channel, index): (channel, value) for index, (channel, value) in enumerate(data.writes)}
+        written = fastpath.checkpoint_put_writes_fast(
+            actor=actor, thread_id=thread_id, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id,
+            task_id=data.task_id, task_path=data.task_path, rows=rows,
+        )
+        if written is not None:
+            return written
+    return _checkpoint_put_writes_locked(
+        actor=actor, thread_id=thread_id, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id, data=data
+    )
+
+
+@transaction.atomic
+def _checkpoint_put_writes_locked(*, actor, thread_id: str, checkpoint_ns: str, checkpoint_id: str, data: WriteInput) -> int:
+    """The writes under the thread's row lock: every case, every refusal."""
     thread, _ = _thread_for_write(actor=actor, thread_id=thread_id, action="checkpoint.write", create=True)
     key = {"thread": thread, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}
     # Values holding messages by reference, as stored (references.py): one query, or a 412.
@@ -534,51 +560,3 @@ def checkpoint_put_writes(
 
 
 RUN_ID_MAX = 128
-
-
-# --- saved views of the thread list --------------------------------------------------------------
-
-
-@transaction.atomic
-def saved_view_save(*, actor, name: Any, query: Any, request=None) -> SavedThreadView:
-    """Save the thread list's filter under a name, the actor's own; the same name again replaces it.
-
-    A saved view is its owner's preference, not data, so operators keep theirs too
-    (memoryadmin.policy, `view.save`). The query is parsed as the list parses it
-    (a bad one is a 400 naming its field) and stored normalised. Audited.
-    """
-    policy.ensure_may_write(actor, owner_id=None, target="view:", action="view.save")
-    if not isinstance(name, str) or not name.strip() or len(name.strip()) > SavedThreadView.NAME_MAX:
-        message = f"must be 1 to {SavedThreadView.NAME_MAX} characters."
-        raise InvalidInput(f"name {message}", fields={"name": [message]})
-    name = text_input_check(name.strip(), "name")
-    if not isinstance(query, str) or len(query) > SavedThreadView.QUERY_MAX:
-        message = f"must be a query string of at most {SavedThreadView.QUERY_MAX} characters."
-        raise InvalidInput(f"query {message}", fields={"query": [message]})
-    normalised = thread_list_query_parse(QueryDict(text_input_check(query.lstrip("?"), "query"))).querystring()
-    view, created = SavedThreadView.objects.select_for_update().get_or_create(
-        owner=actor, name=name, defaults={"query": normalised}
-    )
-    before = None if created else view.query
-    if not created:
-        view.query = normalised
-        view.save(update_fields=["query", "updated_at"])
-    audit_record(
-        actor=actor, action="view.save", target=f"view:{name}"[:200], detail={"query": normalised, "before": before},
-        request=request,
-    )
-    return view
-
-
-@transaction.atomic
-def saved_view_delete(*, actor, view_id: Any, request=None) -> None:
-    """Delete one of the actor's saved views; another user's is a 403 (its name not shown), none a 404. Audited."""
-    view_id = parse_int(view_id, name="view_id", minimum=1, maximum=CURSOR_MAX)
-    view = SavedThreadView.objects.select_for_update().filter(pk=view_id).first()
-    if view is None:
-        raise NotFound(f"No saved view {view_id}.")
-    policy.ensure_may_write(actor, owner_id=view.owner_id, target=f"view:{view_id}", action="view.delete")
-    view.delete()
-    audit_record(
-        actor=actor, action="view.delete", target=f"view:{view.name}"[:200], detail={"query": view.query}, request=request
-    )

@@ -41,13 +41,13 @@ def _version_text(version: Any) -> str | None:
     return text if 0 < len(text) <= VERSION_MAX else None
 
 
-def values_split(*, thread, checkpoint_ns: str, body: dict[str, Any], keep: set[str]) -> tuple[dict[str, Any], dict | None]:
-    """The checkpoint document to store and its `values_ref`: large versioned channel values
-    (not those in `keep`) written once to CheckpointValue (one INSERT, conflicts ignored)
-    and left out of the document."""
+def values_rows(*, checkpoint_ns: str, body: dict[str, Any], keep: set[str]) -> tuple[dict[str, Any], dict | None, list]:
+    """The checkpoint document to store, its `values_ref`, and the values to store by version
+    as (channel, version, digest, stored JSON text): large versioned channel values (not
+    those in `keep`), left out of the document."""
     values, versions = body.get("channel_values"), body.get("channel_versions")
     if not isinstance(values, dict) or not isinstance(versions, dict) or not isinstance(body.get("versions_seen"), dict):
-        return body, None
+        return body, None, []
     refs, rows = {}, []
     for name, value in values.items():
         if name in keep or len(name) > 255:
@@ -60,14 +60,28 @@ def values_split(*, thread, checkpoint_ns: str, body: dict[str, Any], keep: set[
             continue
         digest = hashlib.sha256(text.encode()).hexdigest()
         refs[name] = [version, digest]
-        rows.append(
-            CheckpointValue(thread=thread, checkpoint_ns=checkpoint_ns, channel=name, version=version, digest=digest, value=value)
-        )
+        rows.append((name, version, digest, text))
     if not rows:
-        return body, None
-    CheckpointValue.objects.bulk_create(rows, ignore_conflicts=True)
+        return body, None, []
     stored = dict(body)
     stored["channel_values"] = {name: value for name, value in values.items() if name not in refs}
+    return stored, refs, rows
+
+
+def values_split(*, thread, checkpoint_ns: str, body: dict[str, Any], keep: set[str]) -> tuple[dict[str, Any], dict | None]:
+    """The checkpoint document to store and its `values_ref` (`values_rows`), the values
+    written once to CheckpointValue (one INSERT, conflicts ignored)."""
+    stored, refs, rows = values_rows(checkpoint_ns=checkpoint_ns, body=body, keep=keep)
+    if rows:
+        values = body["channel_values"]
+        CheckpointValue.objects.bulk_create(
+            [
+                CheckpointValue(thread=thread, checkpoint_ns=checkpoint_ns, channel=name, version=version, digest=digest,
+                                value=values[name])
+                for name, version, digest, _text in rows
+            ],
+            ignore_conflicts=True,
+        )
     return stored, refs
 
 
@@ -96,6 +110,14 @@ def values_hydrate(rows: list) -> list:
             "thread_id", "checkpoint_ns", "channel", "version", "digest", "value"
         )
     }
+    return values_apply(rows, found, wanted)
+
+
+def values_apply(rows: list, found: dict, wanted: list | None = None) -> list:
+    """Put the values read (`found`, by (thread pk, namespace, channel, version, digest)) into the
+    checkpoints holding them (`wanted`: (row, its values_ref); by default every row holding some)."""
+    if wanted is None:
+        wanted = [(row, row.values_ref) for row in rows if isinstance(row.values_ref, dict) and isinstance(row.checkpoint, dict)]
     for row, refs in wanted:
         values = row.checkpoint.setdefault("channel_values", {})
         if not isinstance(values, dict):

@@ -29,6 +29,24 @@ def test_each_api_key_has_its_own_budget(alice_api, bob_api):
         assert bob_api.get("/api/v1/threads").status_code == 200
 
 
+def test_the_budget_is_one_counter_per_window_and_the_wait_ends_with_it(alice, alice_api, monkeypatch):
+    from memoryadmin.throttling import ClientRateThrottle
+
+    now = [1_000_000.0 * 60 + 50]  # 10 s before a minute's window ends
+    monkeypatch.setattr(ClientRateThrottle, "timer", lambda self: now[0])
+    with throttled("5/min"):
+        assert [alice_api.get("/api/v1/threads").status_code for _ in range(6)] == [200] * 5 + [429]
+        refused = alice_api.get("/api/v1/threads")
+        assert refused.status_code == 429 and int(refused["Retry-After"]) == 10
+        # What the cache holds for the key is a count of the window, not the time of every request.
+        from memoryadmin.models import ApiKey
+
+        prefix = ApiKey.objects.get(owner=alice).prefix
+        assert cache.get(f"throttle_client_key:{prefix}:{int(now[0] // 60)}") == 7
+        now[0] += 10  # the next window
+        assert alice_api.get("/api/v1/threads").status_code == 200
+
+
 def test_throttling_counts_keys_not_users(alice):
     from ..conftest import api_client_for
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from memoryadmin.errors import Forbidden, InvalidInput
 from memoryadmin.models import AuditEvent
-from sessions_app.checkpoints import search, services as svc
+from sessions_app.checkpoints import savedviews, search, services as svc
 from sessions_app.checkpoints.lifecycle import thread_create
 from sessions_app.checkpoints.models import SavedThreadView
 from sessions_app.models import Thread
@@ -345,14 +345,14 @@ def test_saved_views_are_saved_listed_applied_and_deleted_by_their_owner(estate,
 
 
 def test_an_operator_keeps_saved_views_an_admin_sees_no_one_elses(estate, operator, admin_user, alice):
-    svc.saved_view_save(actor=operator, name="errors", query="status=error")
-    svc.saved_view_save(actor=alice, name="mine", query="")
+    savedviews.saved_view_save(actor=operator, name="errors", query="status=error")
+    savedviews.saved_view_save(actor=alice, name="mine", query="")
     from sessions_app.checkpoints.selectors import saved_views
 
     assert [v.name for v in saved_views(actor=operator)] == ["errors"]
     assert list(saved_views(actor=admin_user)) == []
     with pytest.raises(Forbidden):
-        svc.saved_view_delete(actor=admin_user, view_id=SavedThreadView.objects.get(name="mine").pk)
+        savedviews.saved_view_delete(actor=admin_user, view_id=SavedThreadView.objects.get(name="mine").pk)
 
 
 @pytest.mark.parametrize(
@@ -362,7 +362,7 @@ def test_an_operator_keeps_saved_views_an_admin_sees_no_one_elses(estate, operat
 )
 def test_a_bad_saved_view_is_refused_naming_the_field(alice, name, query, field):
     with pytest.raises(InvalidInput) as refused:
-        svc.saved_view_save(actor=alice, name=name, query=query)
+        savedviews.saved_view_save(actor=alice, name=name, query=query)
     assert field in refused.value.fields and not SavedThreadView.objects.exists()
 
 

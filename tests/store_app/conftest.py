@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from django.utils import timezone
 
 from store_app.models import StoreItem
@@ -32,3 +34,14 @@ def bulk_items(rows) -> None:
             for owner, namespace, key, value, ttl in rows
         ]
     )
+
+
+@pytest.fixture(autouse=True)
+def empty_vector_cache():
+    """Every test starts with the process's vector cache empty (store_app.vectorcache): what it
+    holds never changes an answer, but it changes how many queries a search makes."""
+    from store_app.vectorcache import cache
+
+    cache.clear()
+    yield
+    cache.clear()

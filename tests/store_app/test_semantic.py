@@ -220,17 +220,20 @@ def test_an_item_scores_its_best_vector_and_a_zero_query_scores_zero(alice):
 
 
 @pytest.mark.django_db
-def test_a_semantic_search_is_two_queries_whatever_the_store_holds(alice, django_assert_num_queries):
+@pytest.mark.parametrize("cache_mb", [256, 0])
+def test_a_semantic_search_is_two_queries_whatever_the_store_holds(alice, django_assert_num_queries, cache_mb):
     def search():
         return _search(alice, [0.5] * 8, prefix=("sem",), limit=5, filter={"n": {"$ne": "50% o'clock"}})
 
-    _fill(alice, count=10)
-    search()  # the per-process look-ups (the vector column's type, pgvector) are behind us
-    with django_assert_num_queries(2):  # the ranking, then the page's items
-        assert len(search()) == 5
-    _fill(alice, count=60)
-    with django_assert_num_queries(2):
-        assert len(search()) == 5
+    with override_settings(MEMORYADMIN_STORE_VECTOR_CACHE_MB=cache_mb):
+        _fill(alice, count=10)
+        search()  # the per-process look-ups (the vector column's type, pgvector) are behind us
+        with django_assert_num_queries(2):  # the ranking (the candidates' versions, warm), then the page's items
+            assert len(search()) == 5
+        _fill(alice, count=60)
+        search()
+        with django_assert_num_queries(2):
+            assert len(search()) == 5
 
 
 @pytest.mark.django_db(transaction=True)

@@ -4,19 +4,22 @@
     response = http.send(Call("GET", "/store/items", params={...}))
     response = await http.asend(Call("PUT", "/store/items", body={...}))
 
-Connections: one pooled `httpx.Client` for the sync calls, and one
-`httpx.AsyncClient` per event loop for the async ones (an async client's
-connections belong to the loop that opened them, so a new loop gets its own).
-The sync client sends plain `http://` requests through the standard library's
-HTTP/1.1 client (`memoryadmin_client.wire`: httpx's own transport costs about a
-millisecond and a half of CPU a request, `http.client` two thirds of it) and
-`https://` through httpx's. Every client of the process
-shares one TLS context, made once (loading the
-certificates takes tens of milliseconds, which a new loop's first request would
-otherwise spend holding the interpreter), and keeps idle connections 4 s, less
-than the server's keep-alive (gunicorn.conf.py: 5 s), so a reused connection is
-not one the server is closing; up to 32 of them, enough for that many
-concurrent tasks of one loop.
+Connections: a plain `http://` server is spoken to through the client's own
+HTTP/1.1 transport (`memoryadmin_client.wire`, h11 over kept-alive connections):
+blocking sockets for the sync calls, asyncio streams for the async ones, one pool
+per event loop (a stream belongs to the loop that opened it). The request goes
+straight to it, as httpx's client would have sent it (the same headers and
+timeouts), without httpx's client or anyio: those cost about a millisecond of CPU
+a request, most of what a step costs an agent's process, and in an async program
+it ran on the event loop. `https://`, a proxy named in the environment, or a
+transport given go through httpx: one pooled `httpx.Client` for the sync calls and
+one `httpx.AsyncClient` per event loop. Every client of the process shares one
+TLS context, made once (loading the certificates takes tens of milliseconds,
+which a new loop's first request would otherwise spend holding the interpreter).
+Idle connections are kept 4 s, less than the server's keep-alive
+(gunicorn.conf.py: 5 s), so a reused connection is not one the server is
+closing; up to 32 of them, enough for that many concurrent tasks of one loop.
+Answers are `httpx.Response`s either way.
 The key goes as `Authorization: Bearer <key>`; bodies are strict JSON (NaN or
 infinity is refused before anything is sent, as `MemoryAdminInvalid`, a
 ValueError, since the server would refuse them too). A caller that has already
@@ -39,7 +42,8 @@ a request is tried again, up to `retries` times, when
 The 503 of memoryadmin always says `Retry-After: 5`, for any outage; the
 backoff tries sooner, since the short outages (a lock, a failover) are the
 common ones. Once the retries are spent the last answer is raised (an
-`errors.MemoryAdminError` subclass) or, for a dropped connection, httpx's error.
+`errors.MemoryAdminError` subclass) or, for a dropped connection, httpx's error
+(`httpx.TransportError`), whichever transport carried it.
 """
 
 from __future__ import annotations
@@ -51,10 +55,11 @@ import importlib
 import json
 import math
 import random
+import re
 import time
 import urllib.request
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timezone
 from typing import Any
@@ -67,7 +72,8 @@ except ImportError:  # pragma: no cover - exercised by an install without the ex
     orjson = None
 
 from .errors import MemoryAdminError, error_class, refused_here
-from .wire import PlainHTTPTransport
+from . import wire
+from .wire import Answer, PlainHTTPTransport
 
 # httpx's async transport reaches the event loop through anyio, which imports its asyncio
 # backend on the first async request: a few hundred milliseconds of importing on the loop.
@@ -234,6 +240,37 @@ def answered(*, response: httpx.Response, tolerate: tuple[int, ...] = ()) -> htt
     return response
 
 
+class _Answered(httpx.Response):
+    """An answer read by the client's own transport (`wire`): its `request` (an httpx.Request,
+    whose URL takes time to parse) is made the first time it is asked for."""
+
+    def __init__(self, answer: Answer, where: Callable[[], httpx.Request]) -> None:
+        super().__init__(
+            answer.status, headers=answer.headers, stream=httpx.ByteStream(answer.content),
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": answer.reason},
+        )
+        self._where = where
+        if any(name == b"content-encoding" for name, _ in answer.headers):
+            self.read()  # compressed: httpx's decoders make the content
+        else:
+            # As read() leaves it, without passing the bytes through httpx's identity decoder.
+            self._content, self.is_stream_consumed, self.is_closed = answer.content, True, True
+
+    @property
+    def request(self) -> httpx.Request:
+        if self._request is None:
+            self._request = self._where()
+        return self._request
+
+    @request.setter
+    def request(self, value: httpx.Request) -> None:
+        self._request = value
+
+
+# A path made only of what a URL's path may hold as it is (percent-escapes included).
+_PATH_SAFE = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*")
+
+
 class HTTPClient:
     """memoryadmin's API over pooled connections, with the one retry policy and the one error hierarchy.
 
@@ -260,40 +297,95 @@ class HTTPClient:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self._timeout = timeout
         self._async_transport = async_transport
-        # Without a transport given and without a proxy in the environment, a sync call skips
-        # httpx's client (its URL merging and cookie jar cost more than the request itself):
-        # the request is made here and handed to the transport (`_send_direct`).
-        self._direct: PlainHTTPTransport | None = None
+        # A plain http:// server, no transport given and no proxy in the environment: the calls
+        # skip httpx's clients (their URL merging, cookie jar and, async, anyio cost more than the
+        # request itself) and go straight to the client's own transport (`wire`), sync and async.
+        root = httpx.URL(self.base_url)
+        direct = root.scheme == "http" and not _environment_proxies()
+        self._direct: wire.Pool | None = None
+        self._async_direct = direct and async_transport is None
         if transport is None:
-            # Plain http:// over the standard library's http.client (memoryadmin_client.wire), https:// over httpx's.
+            # Plain http:// over the client's own transport (memoryadmin_client.wire), https:// over httpx's.
             transport = PlainHTTPTransport(
                 fallback=httpx.HTTPTransport(verify=tls_context(), limits=LIMITS),
                 max_idle=LIMITS.max_keepalive_connections, keepalive_expiry=LIMITS.keepalive_expiry,
             )
-            if not _environment_proxies():
-                self._direct = transport
+            if direct:
+                self._direct = transport.pool(root.host, root.port or 80)
         self._client = httpx.Client(
             base_url=self.base_url, headers=self.headers, timeout=timeout, transport=transport,
             verify=tls_context(), limits=LIMITS,
         )
-        self._direct_headers = dict(self._client.headers)  # the client's own (User-Agent, Accept-Encoding…) and ours
-        self._direct_timeouts = httpx.Timeout(timeout).as_dict()
+        # What httpx's client would send (its User-Agent, Accept-Encoding… and ours), as bytes, once.
+        self._root, self._path = root, root.raw_path.decode("ascii").rstrip("/")
+        self._host = (root.host, root.port or 80)
+        self._raw_headers = [
+            (name.encode("latin-1"), value.encode("latin-1")) for name, value in self._client.headers.items()
+        ]
+        limits = httpx.Timeout(timeout)
+        self._wire_timeouts = wire.Timeouts(limits.connect, limits.write, limits.read)
         self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
+        self._async_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, wire.AsyncPool] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    # the client's own transport
+
+    def _direct_request(self, call: Call, content: bytes | None) -> tuple[bytes, bytes, list[tuple[bytes, bytes]], Callable[[], httpx.Request]]:
+        """(method, target, headers, where) of a call as httpx's client would send it (where:
+        the httpx.Request an error or `response.request` names, made on demand)."""
+        path = self._path + call.path
+        if not _PATH_SAFE.fullmatch(path):
+            path = httpx.URL(self.base_url + call.path).raw_path.decode("ascii")
+        if call.params:
+            path += ("&" if "?" in path else "?") + str(httpx.QueryParams(call.params))
+        headers = self._raw_headers
+        if content is not None or call.headers:
+            merged = {name.lower(): (name, value) for name, value in headers}
+            for name, value in ({**(JSON_HEADERS if content is not None else {}), **(call.headers or {})}).items():
+                merged[name.lower().encode("latin-1")] = (name.encode("latin-1"), value.encode("latin-1"))
+            headers = list(merged.values())
+        method, target = call.method.encode("ascii"), path.encode("ascii")
+
+        def where() -> httpx.Request:
+            return httpx.Request(
+                call.method, self._root.copy_with(raw_path=target), headers=headers, content=content,
+                extensions={"timeout": httpx.Timeout(self._timeout).as_dict()},
+            )
+
+        return method, target, headers, where
+
+    def _send_direct(self, call: Call, content: bytes | None) -> httpx.Response:
+        method, target, headers, where = self._direct_request(call, content)
+        return _Answered(self._direct.request(method, target, headers, content, self._wire_timeouts, where), where)
+
+    async def _asend_direct(self, call: Call, content: bytes | None) -> httpx.Response:
+        loop = asyncio.get_running_loop()
+        pool = self._async_pools.get(loop)
+        if pool is None:
+            pool = self._async_pools[loop] = wire.AsyncPool(
+                *self._host, max_idle=LIMITS.max_keepalive_connections, keepalive_expiry=LIMITS.keepalive_expiry,
+                max_connections=LIMITS.max_connections,
+            )
+        method, target, headers, where = self._direct_request(call, content)
+        return _Answered(await pool.request(method, target, headers, content, self._wire_timeouts, where), where)
+
+    # the calls
 
     def send(self, call: Call) -> httpx.Response | None:
         """`call` over the sync client, retried as the policy says; None for a tolerated status."""
         content = call.content if call.content is not None else encode_json(body=call.body)
-        headers = request_headers(call=call, content=content)
         attempt = 0
         while True:
             try:
                 if self._direct is not None:
-                    response = self._send_direct(call, content, headers)
+                    response = self._send_direct(call, content)
                 else:
                     response = self._client.request(
-                        call.method, call.path, params=call.params or None, content=content, headers=headers
+                        call.method, call.path, params=call.params or None, content=content,
+                        headers=request_headers(call=call, content=content),
                     )
             except httpx.TransportError:
                 wait = self.retry.wait(attempt=attempt, response=None)
@@ -306,35 +398,22 @@ class HTTPClient:
             time.sleep(wait)
             attempt += 1
 
-    def _send_direct(self, call: Call, content: bytes | None, headers: Mapping[str, str] | None) -> httpx.Response:
-        """What httpx's client would send (its headers, the timeouts, the merged URL), built
-        once and handed to the transport; the answer read whole, as the client reads it."""
-        request = httpx.Request(
-            call.method, self.base_url + call.path, params=call.params or None,
-            headers={**self._direct_headers, **headers} if headers else self._direct_headers,
-            content=content, extensions={"timeout": self._direct_timeouts},
-        )
-        response = self._direct.handle_request(request)
-        response.request = request
-        try:
-            response.read()
-        finally:
-            response.close()
-        return response
-
     async def asend(self, call: Call) -> httpx.Response | None:
-        """`call` over the running loop's async client, retried as the policy says; None for a tolerated status."""
+        """`call` on the running loop, retried as the policy says; None for a tolerated status."""
         content = call.content if call.content is not None else encode_json(body=call.body)
-        headers = request_headers(call=call, content=content)
         attempt = 0
         while True:
             try:
-                client = self._async_clients.get(asyncio.get_running_loop())
-                if client is None or client.is_closed:
-                    client = await self._async_client_made()
-                response = await client.request(
-                    call.method, call.path, params=call.params or None, content=content, headers=headers
-                )
+                if self._async_direct:
+                    response = await self._asend_direct(call, content)
+                else:
+                    client = self._async_clients.get(asyncio.get_running_loop())
+                    if client is None or client.is_closed:
+                        client = await self._async_client_made()
+                    response = await client.request(
+                        call.method, call.path, params=call.params or None, content=content,
+                        headers=request_headers(call=call, content=content),
+                    )
             except httpx.TransportError:
                 wait = self.retry.wait(attempt=attempt, response=None)
                 if wait is None:
@@ -347,7 +426,7 @@ class HTTPClient:
             attempt += 1
 
     def async_client(self) -> httpx.AsyncClient:
-        """The running event loop's AsyncClient, made on its first use there."""
+        """The running event loop's AsyncClient (https://, a transport given), made on its first use there."""
         loop = asyncio.get_running_loop()
         client = self._async_clients.get(loop)
         if client is None or client.is_closed:
@@ -379,8 +458,12 @@ class HTTPClient:
         self._client.close()
 
     async def aclose(self) -> None:
-        """Closes the running loop's async client; another loop's can only be closed from that loop."""
-        client = self._async_clients.pop(asyncio.get_running_loop(), None)
+        """Closes the running loop's connections; another loop's can only be closed from that loop."""
+        loop = asyncio.get_running_loop()
+        pool = self._async_pools.pop(loop, None)
+        if pool is not None:
+            pool.close()
+        client = self._async_clients.pop(loop, None)
         if client is not None:
             await client.aclose()
 

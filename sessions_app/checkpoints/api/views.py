@@ -22,7 +22,7 @@ from sessions_app.checkpoints.api import serializers as s
 from sessions_app.threads.api.views import THREAD_ID
 from memoryadmin import params as qp
 from sessions_app.checkpoints import langgraph as lg
-from sessions_app.checkpoints import lifecycle
+from sessions_app.checkpoints import latest, lifecycle
 from sessions_app.checkpoints import search
 from sessions_app.checkpoints import state_update
 from memoryadmin.api import json_body
@@ -145,7 +145,7 @@ class CheckpointLatestView(APIView):
         parameters=[THREAD_ID, NS_QUERY, CHECKPOINT_ETAG], responses=s.CheckpointSerializer, summary="The latest checkpoint"
     )
     def get(self, request: Request, thread_id: str) -> Response:
-        checkpoint = cs.checkpoint_get(
+        checkpoint = latest.checkpoint_latest(
             actor=request.user,
             thread_id=thread_id,
             checkpoint_ns=cs.checkpoint_ns_validate(request.query_params.get("checkpoint_ns")),

@@ -23,10 +23,14 @@ every read (docs/checkpoints.md, "Send packets and task writes"). A plain dict w
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import json
 import math
+import operator
+import time
+import weakref
 from typing import Any
 
 from langchain_core.load import dumpd
@@ -120,6 +124,7 @@ class _MessageShape:
         self.attributes = "lc_attributes" in kind.__dict__
         # Per field written: its default (a factory's value made once), or REQUIRED.
         self.defaults: dict[str, Any] = {}
+        self.excluded = tuple(name for name, info in kind.model_fields.items() if info.exclude)
         for name, info in kind.model_fields.items():
             if info.exclude:
                 continue
@@ -127,26 +132,30 @@ class _MessageShape:
             self.defaults[name] = _REQUIRED if info.is_required() else factory() if factory is not None else info.default
 
     def envelope(self, message: Any) -> dict[str, Any] | None:
-        defaults = self.defaults
-        kwargs: dict[str, Any] = {}
-        for name, value in message.__dict__.items():
-            default = defaults.get(name, _EXCLUDED)
-            if default is _EXCLUDED:
-                continue
-            # A field left at its default is left out, as to_json leaves it out (a falsy one only).
-            if not value and default is not _REQUIRED and default == value:
-                continue
-            # Each field checked as it is taken (the field names themselves are plain).
+        # Runs over every message of a step, so in as few steps as can be: a field is written
+        # when set, or when falsy but not its default (a required one always: REQUIRED equals
+        # nothing); a falsy field that is not one (excluded) reads back as itself and is left out.
+        default_of = self.defaults.get
+        kwargs = {name: value for name, value in message.__dict__.items() if value or default_of(name, value) != value}
+        for name in self.excluded:
+            kwargs.pop(name, None)
+        # Each value checked as JSON (the names are the fields': plain strings).
+        for value in kwargs.values():
             if type(value) is str:
                 if "\x00" in value:
                     return None
             elif not _plain(value, 1):
                 return None
-            kwargs[name] = value
         if self.attributes:
             extra = message.lc_attributes  # AIMessage's tool calls, as to_json adds them
-            if not _plain(extra):
+            if type(extra) is not dict:
                 return None
+            for name, value in extra.items():
+                # Most often the very values of fields checked above, or empty lists.
+                if type(name) is not str or "\x00" in name:
+                    return None
+                if value is not kwargs.get(name, _EXCLUDED) and not (type(value) is list and not value) and not _plain(value, 1):
+                    return None
             kwargs.update(extra)
         return {"lc": 1, "type": "constructor", "id": self.id, "kwargs": kwargs}
 
@@ -165,9 +174,21 @@ def _message_shapes() -> dict[type, _MessageShape]:
 MESSAGE_SHAPES = _message_shapes()
 
 
+_CONTENT = operator.attrgetter("content")
+
+
+def contents_of(items: list[Any]) -> list[Any]:
+    """Each item's `content` (None for an item without one): what says a message object was
+    not edited in place since it was sent."""
+    try:
+        return list(map(_CONTENT, items))
+    except AttributeError:
+        return [getattr(item, "content", None) for item in items]
+
+
 class MessageRefs:
     """The messages a value may hold by reference: a checkpoint's messages channel, as the
-    server holds it. `contents` (the ids of the messages' content when they were sent) says
+    server holds it. `contents` (the messages' contents when they were sent) says
     a message object was not edited in place since; `used` counts the markers made and
     `marked` names the channels of a checkpoint that hold one."""
 
@@ -179,10 +200,18 @@ class MessageRefs:
         self.marked: list[str] = []
 
     def prefix(self, value: list[Any]) -> int:
-        """How many of the list's first items are the channel's messages, the same objects."""
-        count, contents = 0, self.contents
-        for item, message in zip(value, self.messages):
-            if item is not message or contents is not None and id(getattr(item, "content", None)) != contents[count]:
+        """How many of the list's first items are the channel's messages, the same objects (their
+        content the same as when sent, with `contents`)."""
+        messages, contents = self.messages, self.contents
+        n = min(len(value), len(messages))
+        # The whole run at once, in C; item by item below when it differs.
+        if all(map(operator.is_, value[:n], messages[:n])) and (
+            contents is None or all(map(operator.is_, contents_of(value[:n]), contents[:n]))
+        ):
+            return n
+        count = 0
+        for item, message in zip(value, messages):
+            if item is not message or contents is not None and getattr(item, "content", None) is not contents[count]:
                 break
             count += 1
         return count
@@ -202,6 +231,39 @@ class MessageRefs:
             elif hasattr(value, "arg") and hasattr(value, "node"):  # a Send
                 stack.append(value.arg)
         return best
+
+
+# The CPU an event loop's pass may have spent before an encoding waits for the next pass.
+TURN_BUDGET = 0.001
+
+
+class EncodingTurn:
+    """`async with EncodingTurn():` around encoding done on the event loop. The steps of many
+    tasks ready at once (twenty agents' answers come back together) would otherwise run back
+    to back in one pass of the loop while every timer waits: here a pass is counted (in the
+    thread's CPU time) from its first encoding on, and once it has spent `TURN_BUDGET` the next
+    encoding waits for the following pass, so timers and other tasks run in between."""
+
+    # Per loop: [thread CPU time when its pass's first encoding began, that pass still open].
+    _loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Any]] = weakref.WeakKeyDictionary()
+
+    async def __aenter__(self) -> None:
+        loop = asyncio.get_running_loop()
+        passing = self._loops.get(loop)
+        if passing is None:
+            passing = self._loops[loop] = [0.0, False]
+        while passing[1] and time.thread_time() - passing[0] >= TURN_BUDGET:
+            await asyncio.sleep(0)  # queued behind the pass's end (`_pass_over`)
+        if not passing[1]:
+            passing[0], passing[1] = time.thread_time(), True
+            loop.call_soon(_pass_over, passing)  # runs in the loop's next pass
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        return None
+
+
+def _pass_over(passing: list[Any]) -> None:
+    passing[1] = False
 
 
 class ValueCodec:
@@ -366,4 +428,4 @@ class ValueCodec:
         return checkpoint  # type: ignore[return-value]
 
 
-__all__ = ["BLOB_KEY", "LC2_TYPES", "MESSAGES_KEY", "MessageRefs", "ValueCodec"]
+__all__ = ["BLOB_KEY", "LC2_TYPES", "MESSAGES_KEY", "EncodingTurn", "MessageRefs", "ValueCodec", "contents_of"]

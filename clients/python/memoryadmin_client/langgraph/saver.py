@@ -20,11 +20,11 @@ and as typed blobs otherwise (`codec.ValueCodec`).
 Steps travel as deltas. The server keeps a thread's messages channel (root namespace)
 as the thread's conversation and answers each put with the chain head of those
 messages. The next put of that thread, when its parent is the checkpoint last put and
-its messages start with the very message objects then sent, carries only the messages
+its messages start with the message objects then sent (compared in C), carries only the messages
 added since, with that head (`{"messages": {"head", "append"}}`); the server refuses
 it with a 412, writing nothing, when its head is another (a fork, another writer), and
-the saver then sends the step whole. Encoding a large step runs off the event loop in
-the async methods.
+the saver then sends the step whole. In the async methods encoding a large step runs off
+the event loop, the others in turns of the loop's passes (`codec.EncodingTurn`).
 
 Messages inside other values (`Send` packets, task writes) travel by reference to a
 checkpoint's messages (`codec.MessageRefs`); writes the server cannot resolve (a 412:
@@ -50,7 +50,7 @@ import random
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -76,7 +76,7 @@ from ..errors import (
 )
 from ..http import RETRIES, Call, HTTPClient, RetryPolicy, json_of
 from ..ids import path_segment, thread_id_checked
-from .codec import BLOB_KEY, MessageRefs, ValueCodec
+from .codec import BLOB_KEY, EncodingTurn, MessageRefs, ValueCodec, contents_of
 
 PAGE_SIZE = 100
 BATCH = 1000
@@ -93,8 +93,8 @@ class _Sent:
 
     checkpoint_id: str
     channel: str
-    messages: tuple[Any, ...]
-    contents: tuple[int, ...]
+    messages: list[Any]  # a copy of the list sent
+    contents: list[Any]  # each message's content then (`codec.contents_of`)
     head: str
 
 
@@ -102,8 +102,7 @@ class _Sent:
 class _Put:
     call: Call
     thread_id: str
-    checkpoint_id: str
-    messages: list[Any] | None  # the messages channel's value, when it is a list
+    sent: _Sent | None  # the messages channel's value as sent, when it is a list (its head still unknown)
     delta: bool
 
 
@@ -239,7 +238,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         sent = None if whole or ns else self._remembered(thread_id)
         channel = sent.channel if sent is not None else "messages"
         messages = values.get(channel)
-        kept = _kept(sent, parent, messages)
+        kept, contents = _kept(sent, parent, messages)
         refs = MessageRefs(channel, messages) if type(messages) is list and messages else None
         body = {
             "checkpoint_id": checkpoint["id"],
@@ -254,17 +253,18 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             body["messages"] = {"head": sent.head, "append": [self.codec.dump(item) for item in messages[kept:]]}
         if refs is not None and refs.marked:
             body["refs"] = refs.marked
-        if refs is not None and not ns:
-            self._store(thread_id, _Sent(
-                checkpoint_id=checkpoint["id"], channel=channel, messages=tuple(messages),
-                contents=tuple(id(getattr(item, "content", None)) for item in messages), head="",
-            ), into=self._putting)
+        putting = None
+        if type(messages) is list and not ns:
+            # What the server will hold: the messages verified kept (their contents known) and the new ones.
+            putting = _Sent(checkpoint["id"], channel, messages[:], contents + contents_of(messages[len(contents):]), "")
+            if messages:
+                self._store(thread_id, putting, into=self._putting)
         # Encoded here, in one pass: in the async methods a large step is encoded off the loop.
         call = Call(
             "POST", f"/threads/{_q(thread_id)}/checkpoints", content=self.codec.encode(body),
             tolerate=(412,) if kept is not None else (),
         )
-        return _Put(call, thread_id, checkpoint["id"], messages if isinstance(messages, list) else None, kept is not None)
+        return _Put(call, thread_id, putting, kept is not None)
 
     @staticmethod
     def _values_to_encode(checkpoint: Checkpoint) -> int:
@@ -280,15 +280,11 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         answer = json_of(response) if response is not None else {}
         held = answer.get("messages") if isinstance(answer, dict) else None
         self._forget(put.thread_id)
-        if isinstance(held, dict) and isinstance(held.get("head"), str) and put.messages is not None:
-            if held.get("count") == len(put.messages):
-                self._store(put.thread_id, _Sent(
-                    checkpoint_id=put.checkpoint_id,
-                    channel=held.get("channel") or "messages",
-                    messages=tuple(put.messages),
-                    contents=tuple(id(getattr(item, "content", None)) for item in put.messages),
-                    head=held["head"],
-                ))
+        sent = put.sent
+        if isinstance(held, dict) and isinstance(held.get("head"), str) and sent is not None:
+            if held.get("count") == len(sent.messages):
+                channel = held.get("channel") or "messages"
+                self._store(put.thread_id, replace(sent, channel=channel, head=held["head"]))
 
     def _store(self, thread_id: str, sent: _Sent, into: OrderedDict[str, _Sent] | None = None) -> None:
         memory = self._sent if into is None else into
@@ -389,11 +385,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             messages = found.checkpoint["channel_values"].get(held.get("channel"))
             if isinstance(messages, list) and held.get("count") == len(messages):
                 self._store(data["thread_id"], _Sent(
-                    checkpoint_id=data["checkpoint_id"],
-                    channel=held["channel"],
-                    messages=tuple(messages),
-                    contents=tuple(id(getattr(item, "content", None)) for item in messages),
-                    head=held["head"],
+                    data["checkpoint_id"], held["channel"], messages[:], contents_of(messages), held["head"]
                 ))
         return found
 
@@ -510,7 +502,8 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
     async def _aput_request(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, *, whole: bool = False
     ) -> _Put:
-        """The request, encoded in a worker thread when the step has many values to encode."""
+        """The request, encoded in a worker thread when the step has many values to encode, else
+        on the loop in its turn (`codec.EncodingTurn`)."""
         configurable = _configurable(config)
         sent = None if whole else self._remembered(configurable["thread_id"])
         to_encode = self._values_to_encode(checkpoint)
@@ -518,7 +511,8 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             to_encode -= len(sent.messages)
         if to_encode > OFF_LOOP_VALUES:
             return await asyncio.to_thread(self._put_request, config, checkpoint, metadata, whole=whole)
-        return self._put_request(config, checkpoint, metadata, whole=whole)
+        async with EncodingTurn():
+            return self._put_request(config, checkpoint, metadata, whole=whole)
 
     async def aput(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
@@ -538,7 +532,8 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        call = self._writes_request(config, writes, task_id, task_path)
+        async with EncodingTurn():
+            call = self._writes_request(config, writes, task_id, task_path)
         if await self.http.asend(call) is None and call.tolerate:  # 412: sent by reference to what the server lacks
             await self.http.asend(self._writes_request(config, writes, task_id, task_path, whole=True))
 
@@ -571,20 +566,21 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         return f"{current_v + 1:032}.{random.random():016}"
 
 
-def _kept(sent: _Sent | None, parent: str | None, messages: Any) -> int | None:
+def _kept(sent: _Sent | None, parent: str | None, messages: Any) -> tuple[int | None, list[Any]]:
     """How many messages the server already holds at the start of `messages`, when the step
-    can go as a delta: its parent is the checkpoint last put, and the messages then sent
-    are still the first ones, the same objects with the same content. None otherwise."""
-    if sent is None or sent.checkpoint_id != parent or not isinstance(messages, list):
-        return None
+    can go as a delta: its parent is the checkpoint last put, and the messages then sent are
+    still the first ones, with the same content (None otherwise); and those messages' contents.
+    The comparisons run in C, the list's own (an object is equal to itself at once), so a step
+    costs Python's work only for the messages it adds, however long the conversation."""
+    if sent is None or sent.checkpoint_id != parent or type(messages) is not list or len(messages) < len(sent.messages):
+        return None, []
     count = len(sent.messages)
-    if len(messages) < count:
-        return None
-    for index in range(count):
-        item = messages[index]
-        if item is not sent.messages[index] or id(getattr(item, "content", None)) != sent.contents[index]:
-            return None
-    return count
+    try:
+        if messages[:count] != sent.messages or contents_of(messages[:count]) != sent.contents:
+            return None, []
+    except Exception:  # an item whose comparison fails: the step goes whole
+        return None, []
+    return count, sent.contents
 
 
 __all__ = [

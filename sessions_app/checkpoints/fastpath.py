@@ -1,0 +1,261 @@
+"""The checkpoint put in two round trips on PostgreSQL (one read, one guarded statement), and
+a task's pending writes in one.
+
+The put of an agent's next step (docs/checkpoints.md, "The put's fast path") is the hottest
+write of the product. On PostgreSQL, a new checkpoint into a thread that exists and is the
+caller's, carrying its messages as a delta or not as blocks at all, is written without a
+transaction of several statements:
+
+1. one read, unlocked: the thread row, the head of its messages (for a delta), whether the
+   checkpoint id is stored already, and the parent's `versions_seen` (for `node_id`);
+2. one statement that writes everything or nothing: the thread row is updated only if it is
+   as read (for a delta: seq, counts and updated_at unchanged; else its owner), and the
+   blocks appended, the channel values stored by version and the checkpoint inserted all
+   hang on that update, so PostgreSQL's row lock and its re-check of the guard order it
+   against every other write to the thread.
+
+Everything else — a new thread, a checkpoint put again (replaced), messages sent whole, a
+delta whose head is not the thread's, another user's thread, a guard that no longer holds
+because another write came between — returns None, and `services.checkpoint_put` takes the
+general path, under the thread's row lock, which decides every refusal. The rules are the
+general path's: the same input checks ran before, and the same pieces build the rows.
+
+A task's pending writes (`checkpoint_put_writes_fast`) are one statement: the thread row
+taken with a key-share lock (it cannot be deleted meanwhile, and concurrent writes of a
+fan-out's tasks do not wait on one another), the writes inserted, a special channel's
+write (negative idx) replacing the one stored, an ordinary one kept. Writes holding messages
+by reference, and a thread that is new or not the caller's, take the general path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from memoryadmin import policy
+from memoryadmin.json import db_text, stored_loads
+from memoryadmin.metrics import BLOCK_APPEND
+
+from sessions_app.threads import services as thread_services
+from sessions_app.threads.messages import chain_continue
+from sessions_app.threads.models import Block, Thread
+
+from . import conversation, references, versions
+from .langgraph import is_langgraph_checkpoint, next_nodes, nodes_run
+from .models import Checkpoint, CheckpointValue, CheckpointWrite
+
+NODE_ID_MAX = 255
+
+_READ = """
+SELECT t.id, t.owner_id, t.agent_code, t.last_seq, t.rewrite_count, t.active_count, t.updated_at, t.title = '',
+       {head},
+       EXISTS (SELECT 1 FROM {checkpoint} c
+                WHERE c.thread_id = t.id AND c.checkpoint_ns = %s AND c.checkpoint_id = %s),
+       (SELECT (p.checkpoint -> 'versions_seen')::text FROM {checkpoint} p
+         WHERE p.thread_id = t.id AND p.checkpoint_ns = %s AND p.checkpoint_id = %s)
+  FROM {thread} t
+  {head_join}
+ WHERE t.thread_id = %s
+"""
+_HEAD_JOIN = """LEFT JOIN LATERAL (
+        SELECT b.seq, b.position, b.chain_hash FROM {block} b
+         WHERE b.thread_id = t.id AND b.agent_code = COALESCE(%s, NULLIF(t.agent_code, ''), %s) AND NOT b.archived
+         ORDER BY b.seq DESC LIMIT 1) h ON true"""
+
+# The thread row's update, on which every other write of the statement hangs.
+_MOVED_DELTA = """
+    UPDATE {thread}
+       SET last_seq = %s, active_count = active_count + %s, agent_code = %s, updated_at = %s,
+           title = CASE WHEN title = '' THEN %s ELSE title END
+     WHERE id = %s AND owner_id = %s AND last_seq = %s AND rewrite_count = %s AND active_count = %s AND updated_at = %s
+ RETURNING id"""
+_MOVED_PLAIN = """
+    UPDATE {thread} SET updated_at = %s WHERE id = %s AND owner_id = %s RETURNING id"""
+_BLOCKS = """, blocks AS (
+    INSERT INTO {block} (thread_id, agent_code, seq, position, role, content, message, block_type,
+                         archived, chain_hash, created_at)
+    SELECT moved.id, %s, v.seq, v.position, v.role, v.content, v.message::jsonb, v.block_type, false, v.chain_hash, %s
+      FROM moved CROSS JOIN (VALUES {rows}) AS v(seq, position, role, content, message, block_type, chain_hash))"""
+_BLOCK_ROW = "(%s::bigint, %s::integer, %s, %s, %s, %s, %s)"
+_VALUES = """, stored_values AS (
+    INSERT INTO {value} (thread_id, checkpoint_ns, channel, version, digest, value)
+    SELECT moved.id, %s, v.channel, v.version, v.digest, v.value::jsonb
+      FROM moved CROSS JOIN (VALUES {rows}) AS v(channel, version, digest, value)
+    ON CONFLICT DO NOTHING)"""
+_VALUE_ROW = "(%s, %s, %s, %s)"
+_INSERT = """
+INSERT INTO {checkpoint} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, messages_ref,
+                          refs, values_ref, metadata, run_id, node_id, next_node_id, created_at, updated_at)
+SELECT moved.id, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb, %s::jsonb, %s::jsonb, %s, %s, %s, %s, %s FROM moved
+"""
+
+
+def _tables() -> dict[str, str]:
+    return {
+        "thread": Thread._meta.db_table, "block": Block._meta.db_table,
+        "checkpoint": Checkpoint._meta.db_table, "value": CheckpointValue._meta.db_table,
+    }
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else db_text(value)
+
+
+@dataclass(frozen=True)
+class Written:
+    """A put the fast path made: a new checkpoint, and the answer's `messages` (or None)."""
+
+    messages: dict[str, Any] | None
+
+
+def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_id: str) -> Written | None:
+    """The put of a new checkpoint in two round trips (see the module); None when the general
+    path must decide. `data` is the checked input (services.checkpoint_input)."""
+    if connection.vendor != "postgresql":
+        return None
+    body = data.checkpoint
+    langgraph = is_langgraph_checkpoint(body)
+    channel = conversation.messages_channel()
+    values = (body.get("channel_values") or {}) if langgraph else {}
+    if not data.checkpoint_ns and channel in values and conversation.block_messages(values[channel]) is not None:
+        return None  # messages sent whole: the conversation store's full save decides
+    delta = data.messages
+    given = conversation.agent_code_given(data.metadata) if delta is not None else None
+    tables = _tables()
+    head_sql = "h.seq, h.position, h.chain_hash" if delta is not None else "NULL, NULL, NULL"
+    head_join = _HEAD_JOIN.format(**tables) if delta is not None else ""
+    params: list[Any] = [data.checkpoint_ns, checkpoint_id, data.checkpoint_ns, data.parent_checkpoint_id or ""]
+    if delta is not None:
+        params += [given, conversation.DEFAULT_AGENT_CODE]
+    params.append(thread_id)
+    with connection.cursor() as cursor:
+        cursor.execute(_READ.format(head=head_sql, head_join=head_join, **tables), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    pk, owner_id, agent_code, last_seq, rewrite_count, active_count, updated_at, untitled, seq, position, head, exists, seen = row
+    if exists or not policy.may_write(actor, owner_id=owner_id, action="checkpoint.put"):
+        return None
+
+    node_id, next_node_id = data.node_id, data.next_node_id
+    if langgraph:
+        if next_node_id is None:
+            next_node_id = ",".join(next_nodes(body))[:NODE_ID_MAX]
+        if node_id is None:
+            seen = stored_loads(seen) if seen is not None else None
+            node_id = ",".join(nodes_run(body["versions_seen"], seen if isinstance(seen, dict) else None))[:NODE_ID_MAX]
+    now = timezone.now()
+    messages, answer, appended = None, None, []
+    if delta is not None:
+        agent = given or agent_code or conversation.DEFAULT_AGENT_CODE
+        if (head or "") != delta.head:
+            return None  # the general path answers 412
+        stored = position + 1 if position is not None else 0
+        if stored + len(delta.append) > settings.MEMORYADMIN_MAX_CONTEXT_MESSAGES:
+            return None  # the general path answers 400
+        appended = thread_services.parse_messages(delta.append, 0, field="messages") if delta.append else []
+        try:
+            digests = chain_continue(head or "", delta.append) if appended else []
+        except TypeError:
+            return None  # the general path names what cannot be stored
+        upto = last_seq + len(appended) if appended else (seq or 0)
+        messages = {"channel": channel, "agent": agent, "upto": upto, "count": stored + len(appended)}
+        answer = {"channel": channel, "head": digests[-1] if digests else (head or ""), "count": messages["count"]}
+    if data.refs:
+        held = {channel: messages["count"]} if messages else None
+        references.refs_check(data.refs, values, references.list_lengths(values, held))
+    document, values_ref, value_rows = versions.values_rows(
+        checkpoint_ns=data.checkpoint_ns, body=body, keep=set(data.refs or ())
+    )
+
+    if delta is not None:
+        sql = "WITH moved AS (" + _MOVED_DELTA.format(**tables) + ")"
+        params = [
+            # An empty delta leaves the thread's agent as it is, as the general path does.
+            last_seq + len(appended), len(appended), agent if appended else agent_code, now, thread_services.title_from(appended) if untitled else "",
+            pk, owner_id, last_seq, rewrite_count, active_count, updated_at,
+        ]
+    else:
+        sql = "WITH moved AS (" + _MOVED_PLAIN.format(**tables) + ")"
+        params = [now, pk, owner_id]
+    if appended:
+        sql += _BLOCKS.format(rows=", ".join([_BLOCK_ROW] * len(appended)), **tables)
+        params += [agent, now]
+        for offset, item in enumerate(appended):
+            params += [
+                last_seq + 1 + offset, stored + offset, item.role, item.content, db_text(item.message),
+                item.block_type, digests[offset],
+            ]
+    if value_rows:
+        sql += _VALUES.format(rows=", ".join([_VALUE_ROW] * len(value_rows)), **tables)
+        params.append(data.checkpoint_ns)
+        for name, version, digest, text in value_rows:
+            params += [name, version, digest, text]
+    sql += _INSERT.format(**tables)
+    params += [
+        data.checkpoint_ns, checkpoint_id, data.parent_checkpoint_id, db_text(document), _json(messages),
+        _json(data.refs), _json(values_ref), db_text(data.metadata), run_id, node_id or "", next_node_id or "", now, now,
+    ]
+    try:
+        written = _execute(sql, params)
+    except IntegrityError:
+        # The same checkpoint id put at the same moment by another request: nothing of this
+        # statement was written; the general path, under the lock, finds it and replaces it.
+        return None
+    if written != 1:
+        return None  # the thread moved since it was read: nothing was written
+    if appended:
+        BLOCK_APPEND.inc(len(appended))
+    return Written(messages=answer)
+
+
+def _execute(sql: str, params: list) -> int:
+    """The statement's rows written. Inside a caller's transaction (a test's, say) it runs in a
+    savepoint, so that a failure leaves that transaction usable; otherwise alone, in autocommit."""
+    if connection.in_atomic_block:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.rowcount
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+_WRITES = """
+WITH t AS (SELECT id FROM {thread} WHERE thread_id = %s AND owner_id = %s FOR KEY SHARE),
+written AS (
+    INSERT INTO {write} (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value, refers, created_at)
+    SELECT t.id, %s, %s, %s, %s, v.idx, v.channel, v.value::jsonb, false, %s
+      FROM t CROSS JOIN (VALUES {rows}) AS v(idx, channel, value)
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
+       SET channel = EXCLUDED.channel, value = EXCLUDED.value, task_path = EXCLUDED.task_path, refers = false
+     WHERE EXCLUDED.idx < 0
+    RETURNING 1)
+SELECT (SELECT id FROM t), (SELECT count(*) FROM written)
+"""
+_WRITE_ROW = "(%s::integer, %s, %s)"
+
+
+def checkpoint_put_writes_fast(
+    *, actor, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, task_path: str, rows: dict
+) -> int | None:
+    """A task's pending writes in one statement (see the module): how many rows were written, or
+    None when the general path must decide. `rows` maps each write's idx to (channel, value)."""
+    if connection.vendor != "postgresql" or not policy.may_write(actor, owner_id=actor.pk, action="checkpoint.write"):
+        return None
+    if not rows:
+        return None
+    tables = {"thread": Thread._meta.db_table, "write": CheckpointWrite._meta.db_table}
+    sql = _WRITES.format(rows=", ".join([_WRITE_ROW] * len(rows)), **tables)
+    params: list[Any] = [thread_id, actor.pk, checkpoint_ns, checkpoint_id, task_id, task_path, timezone.now()]
+    for idx, (channel, value) in rows.items():
+        params += [idx, channel, db_text(value)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found, written = cursor.fetchone()
+    return None if found is None else written
+

@@ -1,0 +1,155 @@
+"""The fast paths of the hottest endpoints (docs/checkpoints.md, "The fast path"): on PostgreSQL
+a step's put in two round trips, a task's writes in one, the latest read in two; exactly what
+the general path gives, and the general path whenever something came between."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection, connections
+
+from memoryadmin.errors import Forbidden, PreconditionFailed
+from sessions_app.checkpoints import latest
+from sessions_app.checkpoints import selectors as cs
+from sessions_app.checkpoints import services as svc
+from sessions_app.models import Block, Checkpoint, CheckpointWrite, Thread
+
+from ..conftest import IS_POSTGRES
+from .test_checkpoint_storage import DOCUMENTS
+from .test_langgraph_conversation_api import conversation, human
+
+pytestmark = pytest.mark.django_db(transaction=True)
+postgres_only = pytest.mark.skipif(not IS_POSTGRES, reason="the fast paths are PostgreSQL's; SQLite takes the general path")
+
+
+def checkpoint(checkpoint_id: str, step: int, values: dict) -> dict:
+    return {"v": 4, "id": checkpoint_id, "ts": "2026-12-01T00:00:00+00:00", "channel_values": values,
+            "channel_versions": {"messages": str(step), "documents": "1", "step": str(step)},
+            "versions_seen": {"agent": {"step": str(step - 1)}}, "updated_channels": ["messages"]}
+
+
+def put(actor, thread_id, checkpoint_id, step, *, messages=None, delta=None, parent=None, documents=True):
+    values = {"step": step}
+    if documents:
+        values["documents"] = DOCUMENTS
+    if messages is not None:
+        values["messages"] = messages
+    data = svc.checkpoint_input(checkpoint=checkpoint(checkpoint_id, step, values), metadata={"source": "loop", "step": step},
+                                parent_checkpoint_id=parent, messages=delta)
+    return svc.checkpoint_put(actor=actor, thread_id=thread_id, data=data, checkpoint_id=checkpoint_id)
+
+
+def write(actor, thread_id, checkpoint_id, items, task_id="task-1"):
+    return svc.checkpoint_put_writes(actor=actor, thread_id=thread_id, checkpoint_id=checkpoint_id,
+                                     data=svc.write_input(task_id=task_id, writes=[{"channel": c, "value": v} for c, v in items]))
+
+
+def grown(actor, thread_id, count):
+    """A thread of `count` messages; the chain head of its latest checkpoint."""
+    return put(actor, thread_id, "c0", 1, messages=conversation(count)).messages["head"]
+
+
+def in_another_connection(fn):
+    """Run `fn` on a connection of its own, committed before this returns (another request's write)."""
+    failure = []
+
+    def run():
+        try:
+            fn()
+        except BaseException as exc:  # pragma: no cover - reported below
+            failure.append(exc)
+        finally:
+            connections.close_all()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    assert not failure, failure
+
+
+@postgres_only
+@pytest.mark.parametrize("count", [2, 300])
+def test_a_step_costs_two_round_trips_its_writes_one_and_the_latest_read_two(alice, count, django_assert_num_queries):
+    head = grown(alice, f"f-{count}", count)
+    svc.checkpoint_put(actor=alice, thread_id="warm", data=svc.checkpoint_input(checkpoint={}), checkpoint_id="w")
+    with django_assert_num_queries(2):
+        answer = put(alice, f"f-{count}", "c1", 2, delta={"head": head, "append": [human(count)]}, parent="c0")
+    with django_assert_num_queries(1):
+        assert write(alice, f"f-{count}", "c1", [("step", 3), ("__error__", "boom")]) == 2
+    with django_assert_num_queries(2):
+        found = latest.checkpoint_latest(actor=alice, thread_id=f"f-{count}")
+    assert answer.messages["count"] == count + 1
+    assert found.checkpoint["channel_values"]["messages"] == conversation(count) + [human(count)]
+    assert found.checkpoint["channel_values"]["documents"] == DOCUMENTS
+    assert [(w.channel, w.value) for w in found.pending] == [("__error__", "boom"), ("step", 3)]
+    row = Checkpoint.objects.get(thread__thread_id=f"f-{count}", checkpoint_id="c1")
+    assert (row.node_id, row.messages_ref["count"], row.values_ref is not None) == ("agent", count + 1, True)
+    assert Thread.objects.get(thread_id=f"f-{count}").active_count == count + 1
+
+
+def test_the_latest_read_gives_what_the_general_read_gives(alice):
+    head = grown(alice, "same", 3)
+    put(alice, "same", "c1", 2, delta={"head": head, "append": [human(3)]}, parent="c0")
+    write(alice, "same", "c1", [("step", 3), ("__interrupt__", [{"value": "ask", "id": "i1"}])])
+    write(alice, "same", "c1", [("step", 99), ("__interrupt__", [{"value": "ask again", "id": "i2"}])])  # special replaced, ordinary kept
+    fast = latest.checkpoint_latest(actor=alice, thread_id="same")
+    general = cs.checkpoint_get(actor=alice, thread_id="same")
+    assert cs.checkpoint_as_dict(fast) == cs.checkpoint_as_dict(general)
+    assert cs.checkpoint_etag(fast) == cs.checkpoint_etag(general)
+    assert [(w.channel, w.value) for w in fast.pending] == [("__interrupt__", [{"value": "ask again", "id": "i2"}]), ("step", 3)]
+
+
+def test_another_users_thread_takes_the_general_path_and_its_refusals(alice, bob, admin_user):
+    grown(alice, "alices", 2)
+    with pytest.raises(Forbidden):
+        latest.checkpoint_latest(actor=bob, thread_id="alices")
+    with pytest.raises(Forbidden):
+        put(bob, "alices", "c9", 9)
+    with pytest.raises(Forbidden):
+        write(bob, "alices", "c0", [("step", 1)])
+    assert not Checkpoint.objects.filter(checkpoint_id="c9").exists() and not CheckpointWrite.objects.exists()
+    # An admin reads it through the general path (audited there), the same checkpoint.
+    assert latest.checkpoint_latest(actor=admin_user, thread_id="alices").checkpoint_id == "c0"
+
+
+@postgres_only
+def test_a_write_between_the_read_and_the_statement_sends_the_put_to_the_general_path(alice):
+    head = grown(alice, "raced", 2)
+
+    def meanwhile(execute, sql, params, many, context):
+        if sql.lstrip().startswith("WITH moved AS"):
+            # Another step of the same thread lands between this put's read and its statement.
+            in_another_connection(lambda: put(alice, "raced", "other", 2, delta={"head": head, "append": [human(50)]}, parent="c0"))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(meanwhile), pytest.raises(PreconditionFailed):
+        put(alice, "raced", "mine", 2, delta={"head": head, "append": [human(60)]}, parent="c0")
+    assert not Checkpoint.objects.filter(checkpoint_id="mine").exists()
+    assert list(Block.objects.filter(thread__thread_id="raced").order_by("seq").values_list("seq", flat=True)) == [1, 2, 3]
+    assert Thread.objects.get(thread_id="raced").active_count == 3
+
+
+@postgres_only
+def test_the_same_checkpoint_put_at_the_same_moment_is_replaced_not_doubled(alice):
+    grown(alice, "twice", 2)
+
+    def meanwhile(execute, sql, params, many, context):
+        if sql.lstrip().startswith("WITH moved AS"):
+            in_another_connection(lambda: put(alice, "twice", "c1", 2, documents=False, parent="c0"))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(meanwhile):
+        answer = put(alice, "twice", "c1", 2, parent="c0")
+    assert answer.created is False
+    rows = Checkpoint.objects.filter(thread__thread_id="twice", checkpoint_id="c1")
+    assert rows.count() == 1
+    assert cs.checkpoint_get(actor=alice, thread_id="twice", checkpoint_id="c1").checkpoint["channel_values"]["documents"] == DOCUMENTS
+
+
+def test_a_delta_on_a_stale_head_is_a_412_and_writes_nothing_whichever_path(alice):
+    grown(alice, "stale", 2)
+    before = (Checkpoint.objects.count(), Block.objects.count(), Thread.objects.get(thread_id="stale").updated_at)
+    with pytest.raises(PreconditionFailed):
+        put(alice, "stale", "c1", 2, delta={"head": "0" * 64, "append": [human(2)]}, parent="c0")
+    assert (Checkpoint.objects.count(), Block.objects.count(), Thread.objects.get(thread_id="stale").updated_at) == before
