@@ -264,6 +264,23 @@ def hold_streams(base: str, cookie: str, key: str, threads: list[str], streams: 
     return holder
 
 
+def appends_cost(base: str, cookie: str, key: str, threads: list[str], args, master: int) -> float:
+    """The workers' CPU (share of one core) while bench/live_streams.py appends its chunks with no
+    stream open: what the appends cost alone, to tell it from what delivering them costs."""
+    feeder = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "live_streams.py"), "--base", base, "--cookie", cookie, "--key", key,
+         "--threads", ",".join(threads), "--streams", "0", "--seconds", "15", "--chunks-per-second", str(args.chunks_per_second)],
+        cwd=ROOT, stdout=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(3)
+        cpu, _ = idle_cost(master)
+    finally:
+        feeder.terminate()
+        feeder.wait(timeout=60)
+    return cpu
+
+
 def worker_pids(master: int) -> list[int]:
     return [int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat") if _ppid(stat) == master]
 
@@ -367,14 +384,16 @@ def stream_report(holder: subprocess.Popen, master: int, url: str, streams: int,
         f"appended through the API, {seen.get('chunks_received'):,} chunk events received by the streams, delivered in "
         f"p50 {seen.get('delay_p50_ms')} ms, p99 {seen.get('delay_p99_ms')} ms, max {seen.get('delay_max_ms')} ms after "
         f"they were sent (the client used {seen.get('client_cpu_s')} s of CPU in {seen.get('wall_s')} s). "
-        f"Threads per worker process: {threads}; PostgreSQL connections of the server (pools and "
-        f"listeners): {connections - 1}. What holding them costs (10 s windows, no other client): the workers' CPU "
+        f"Threads per worker process: {threads}; PostgreSQL connections of the server (pools, "
+        f"listeners and the streams' reading connections): {connections - 1}. What holding them costs (10 s windows, no other client): the workers' CPU "
         f"{cost['cpu_before'] * 100:.1f} % of one core with no stream, {cost['cpu_beats'] * 100:.1f} % with the streams "
         f"open and only their heartbeats ({cost['beats_per_s']:.0f} a second: "
         f"{(cost['cpu_beats'] - cost['cpu_before']) * 1e6 / cost['beats_per_s']:.0f} µs of CPU per heartbeat), "
         f"{cost['cpu_chunks'] * 100:.1f} % with {args.chunks_per_second:g} chunks a second too ({cost['events_per_s']:.0f} "
         f"chunk events a second: {(cost['cpu_chunks'] - cost['cpu_beats']) * 1e6 / cost['events_per_s']:.0f} µs per event, "
-        f"the chunk's append included); the workers' memory went from {cost['rss_before']:.0f} MiB to "
+        f"the chunk's append included; the appends alone, no stream open: {(cost['cpu_appends'] - cost['cpu_before']) * 100:.1f} %, "
+        f"so {(cost['cpu_chunks'] - cost['cpu_beats'] - cost['cpu_appends'] + cost['cpu_before']) * 1e6 / cost['events_per_s']:.0f} µs "
+        f"per event delivered); the workers' memory went from {cost['rss_before']:.0f} MiB to "
         f"{cost['rss_with']:.0f} MiB ({(cost['rss_with'] - cost['rss_before']) * 1024 / max(1, streams):.0f} KiB per stream)."
     )
 
@@ -457,6 +476,9 @@ def main() -> None:
         try:
             if streams:
                 cost["cpu_before"], cost["rss_before"] = idle_cost(server.pid)
+                # On other threads than the streams': their old chunks would reach the streams as they open.
+                others = member_threads[args.stream_threads : 2 * args.stream_threads] or member_threads[-1:]
+                cost["cpu_appends"] = appends_cost(base, cookie, key, others, args, server.pid)
                 holder = hold_streams(base, cookie, key, member_threads[: args.stream_threads], streams, args)
                 # Heartbeats alone (once the last opens and first reads are done), then with the
                 # chunks flowing; no other client meanwhile.

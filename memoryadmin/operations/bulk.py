@@ -7,7 +7,8 @@ records a `BulkJob` and queues the job that runs it (memoryadmin/queue.py), in
 one transaction; `bulk_step` processes the next batch of threads in one
 transaction, each thread through the same service a single action uses (so
 the same rules and one audit event per thread), together with the job's
-progress. The queue's worker runs the steps (`bulk_run`); the job's page only
+progress; a purge's batch goes through that service's batch form
+(`threads_delete`: the same rules, a fixed number of statements per batch). The queue's worker runs the steps (`bulk_run`); the job's page only
 reads its progress. `manage.py bulk_jobs run` finishes jobs from the command line.
 
 A filter selection is frozen at start by `max_pk` (threads created after the
@@ -218,17 +219,33 @@ def bulk_job_get(*, actor, job_id: int) -> BulkJob:
 
 
 def _apply(job: BulkJob, thread: Thread, request) -> dict[str, int]:
-    """One thread through the service that does this action for a single thread."""
+    """A clear or a release of one thread, through the service that does it for a single thread."""
     actor = job.actor
     if job.action == "clear":
         result = services.thread_clear(actor=actor, thread_id=thread.thread_id, request=request)
         return {"blocks": result["archived"], "checkpoints": 0}
-    if job.action == "release":
-        result = lifecycle.checkpoint_release(actor=actor, thread_id=thread.thread_id, request=request)
-        return {"blocks": 0, "checkpoints": len(result["checkpoints"])}
-    checkpoints = Checkpoint.objects.filter(thread=thread).count()
-    result = services.thread_delete(actor=actor, thread_id=thread.thread_id, request=request)
-    return {"blocks": result["active"] + result["archived"], "checkpoints": checkpoints}
+    result = lifecycle.checkpoint_release(actor=actor, thread_id=thread.thread_id, request=request)
+    return {"blocks": 0, "checkpoints": len(result["checkpoints"])}
+
+
+def _purge(job: BulkJob, threads: list[Thread], counts: dict[str, int], request) -> None:
+    """A purge's batch: thread_delete's rules for every thread of it, in a fixed number of
+    statements whatever its size (services.threads_delete); a thread deleted since is skipped."""
+    pks = [thread.pk for thread in threads]
+    checkpoints = dict(
+        Checkpoint.objects.filter(thread__in=pks).order_by().values_list("thread").annotate(n=Count("id")).values_list("thread", "n")
+    )
+    deleted = services.threads_delete(actor=job.actor, thread_pks=pks, request=request)
+    for thread in threads:
+        done = deleted.get(thread.pk)
+        if done is None:
+            counts["skipped"] = counts.get("skipped", 0) + 1
+        else:
+            counts["threads"] += 1
+            counts["blocks"] += done["active"] + done["archived"]
+            counts["checkpoints"] += checkpoints.get(thread.pk, 0)
+        job.cursor = thread.pk
+        job.processed += 1
 
 
 def _finish(job: BulkJob, request) -> None:
@@ -268,7 +285,9 @@ def bulk_step(*, actor, job_id: int, batch: int = BATCH, request=None) -> BulkJo
                 .order_by("pk")[:batch]
             )
             counts = dict(job.counts)
-            for thread in threads:
+            if job.action == "purge":
+                _purge(job, threads, counts, request)
+            for thread in threads if job.action != "purge" else ():
                 try:
                     with transaction.atomic():
                         done = _apply(job, thread, request)

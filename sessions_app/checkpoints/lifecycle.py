@@ -6,6 +6,7 @@ import uuid
 from typing import Any, Iterable
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from memoryadmin import policy
 from memoryadmin.audit import audit_record
@@ -18,12 +19,23 @@ from sessions_app.checkpoints.selectors import checkpoint_as_dict, checkpoints_o
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
 from sessions_app.checkpoints.removal import checkpoints_keep_newest, checkpoints_remove, thread_checkpoints_remove
 from sessions_app.threads.models import Thread
-from sessions_app.threads.notify import thread_notify
+from sessions_app.threads.notify import stream_end_fields, thread_notify
 from sessions_app.threads.selectors import thread_get_for_read, thread_get_for_write, thread_id_validate
-from sessions_app.checkpoints.services import RUN_ID_MAX, _ensure_may_write, _json_field_value, _json_object, _thread_for_write, _touch
+from sessions_app.checkpoints.services import RUN_ID_MAX, _ensure_may_write, _json_field_value, _json_object, _thread_for_write
 
 
 MAX_THREADS_PER_CALL = 1000
+
+
+def _touch(thread: Thread, **fields) -> None:
+    Thread.objects.filter(pk=thread.pk).update(updated_at=timezone.now(), **fields)
+
+
+def _touch_ending_streams(thread: Thread, end: str) -> None:
+    """The thread's update, which also records the end of its open live streams (for those that
+    poll), and the notification that ends them when this commits (sessions_app/threads/notify.py)."""
+    _touch(thread, **stream_end_fields(end))
+    thread_notify(thread.pk, end)
 
 @transaction.atomic
 def checkpoint_release(*, actor, thread_id: str, request=None) -> dict[str, Any]:
@@ -35,9 +47,8 @@ def checkpoint_release(*, actor, thread_id: str, request=None) -> dict[str, Any]
     thread = thread_get_for_write(actor=actor, thread_id=thread_id, action="checkpoint.release", lock=True)
     released = [checkpoint_as_dict(row, thread=thread) for row in checkpoints_of(thread)]
     thread_checkpoints_remove([thread.pk])
-    _touch(thread)
     # Its open live streams end, saying why, when this commits.
-    thread_notify(thread.pk, "released")
+    _touch_ending_streams(thread, "released")
     audit_record(
         actor=actor,
         action="checkpoint.release",
@@ -56,7 +67,8 @@ def checkpoint_delete_thread(*, actor, thread_id: str, request=None) -> int:
     """
     thread = thread_get_for_write(actor=actor, thread_id=thread_id, action="checkpoint.delete_thread", lock=True)
     count = thread_checkpoints_remove([thread.pk]).checkpoints
-    _touch(thread)
+    # Its open live streams end, saying why, when this commits, as after a release.
+    _touch_ending_streams(thread, "checkpoints_deleted")
     audit_record(
         actor=actor,
         action="checkpoint.delete_thread",

@@ -45,6 +45,11 @@ class Thread(models.Model):
     rewrite_count = models.IntegerField(default=0)
     active_count = models.IntegerField(default=0)
     archived_count = models.IntegerField(default=0)
+    # When this thread's open live streams were last told to end while the thread stays (cleared,
+    # its checkpoints released or deleted), and why (a key of notify.ENDS): what a stream that
+    # polls (SQLite) or missed the notification reads instead (sessions_app/threads/notify.py).
+    streams_ended = models.CharField(max_length=32, blank=True, db_default="")
+    streams_ended_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -100,6 +105,13 @@ def thread_rows_delete(thread: Thread) -> None:
     for model in apps.get_models():
         if issubclass(model, ThreadScoped):
             model.rows_delete(model._base_manager.filter(thread=thread))
+
+
+def threads_rows_delete(thread_pks: list[int]) -> None:
+    """`thread_rows_delete` for many threads: one statement per table, whatever their number."""
+    for model in apps.get_models():
+        if issubclass(model, ThreadScoped):
+            model.rows_delete(model._base_manager.filter(thread__in=thread_pks))
 
 
 class Block(ThreadScoped):

@@ -19,15 +19,15 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from memoryadmin import policy
-from memoryadmin.audit import audit_record
+from memoryadmin.audit import audit_record, audit_records
 from memoryadmin.errors import InvalidInput, PreconditionFailed
 from memoryadmin.json import db_text
 from memoryadmin.jsoncheck import DEPTH_MAX, json_value_check, text_input_check
 from memoryadmin.metrics import BLOCK_APPEND, BLOCK_ARCHIVE_WRITE, BLOCK_PERSIST_FAIL, BLOCK_TRUNCATE
 
 from sessions_app.threads.messages import ContextHasher, ParsedMessage, parse_message
-from sessions_app.threads.notify import thread_notify
-from .models import TITLE_MAX, Block, Thread, thread_rows_delete
+from sessions_app.threads.notify import stream_end_fields, thread_notify, threads_notify
+from .models import TITLE_MAX, Block, Thread, thread_rows_delete, threads_rows_delete
 from sessions_app.threads.selectors import etag_matches, thread_etag, thread_get_for_write, thread_id_validate
 
 AGENT_CODE_MAX = 64
@@ -462,8 +462,11 @@ def thread_clear(*, actor, thread_id: str, request=None) -> dict[str, int]:
     thread.active_count = 0
     thread.archived_count += archived
     thread.extra_state = None
+    # Its open live streams end, saying why, when this commits (notified, and kept on the row
+    # for the streams that poll).
+    for name, value in stream_end_fields("cleared").items():
+        setattr(thread, name, value)
     thread.save()
-    # Its open live streams end, saying why, when this commits.
     thread_notify(thread.pk, "cleared")
     after = {"active_blocks": thread.active_count, "archived_blocks": thread.archived_count}
     audit_record(
@@ -475,6 +478,37 @@ def thread_clear(*, actor, thread_id: str, request=None) -> dict[str, int]:
     )
     transaction.on_commit(lambda: BLOCK_ARCHIVE_WRITE.inc(archived))
     return {"archived": archived, **after}
+
+
+@transaction.atomic
+def threads_delete(*, actor, thread_pks: list[int], request=None) -> dict[int, dict[str, int]]:
+    """`thread_delete` for many threads at once (a bulk purge's batch), by its rules, in a fixed
+    number of statements whatever their number: the threads locked, each one allowed by the policy
+    (one refusal refuses them all, nothing deleted), their open live streams told, everything they
+    hold deleted, one audit event per thread. Answers each deleted thread's counts by its primary
+    key; a thread deleted meanwhile is not in it."""
+    threads = list(
+        Thread.objects.select_related("owner").select_for_update(of=("self",)).filter(pk__in=list(thread_pks)).order_by("pk")
+    )
+    for thread in threads:
+        policy.ensure_may_write(actor, owner_id=thread.owner_id, target=f"thread:{thread.thread_id}", action="thread.delete")
+    if not threads:
+        return {}
+    pks = [thread.pk for thread in threads]
+    counts = {thread.pk: {"active": thread.active_count, "archived": thread.archived_count} for thread in threads}
+    threads_notify(pks, "deleted")
+    threads_rows_delete(pks)
+    Thread.objects.filter(pk__in=pks).delete()
+    audit_records(
+        actor=actor,
+        action="thread.delete",
+        events=[
+            (f"thread:{thread.thread_id}", {"owner": thread.owner.get_username(), "before": counts[thread.pk]})
+            for thread in threads
+        ],
+        request=request,
+    )
+    return counts
 
 
 @transaction.atomic

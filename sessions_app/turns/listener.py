@@ -77,6 +77,8 @@ class Watch:
         self.listener = listener
         self.channel = channel
         self.event = asyncio.Event()
+        # A notification (or a reconnect) came since the last wait: the stream reads.
+        self.notified = False
         # Set when the thread ended (deleted, cleared, released, erased): a key of notify.ENDS.
         self.ended = ""
 
@@ -86,11 +88,17 @@ class Watch:
         return self.listener.connected and self.channel in self.listener.listening
 
     async def wait(self, timeout: float) -> bool:
-        """True when woken (a notification, or a reconnect); False after `timeout` seconds."""
-        if not self.event.is_set():
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self.event.wait(), timeout)
-        woken = self.event.is_set()
+        """True when woken (a notification, or a reconnect); False after `timeout` seconds.
+
+        The timeout is a timer of the event loop that sets the event, not a task per wait
+        (asyncio.wait_for's): hundreds of streams waiting cost their timers only."""
+        if not self.notified:
+            timer = asyncio.get_running_loop().call_later(timeout, self.event.set)
+            try:
+                await self.event.wait()
+            finally:
+                timer.cancel()
+        woken, self.notified = self.notified, False
         self.event.clear()
         return woken
 
@@ -156,6 +164,7 @@ class Listener:
             if channel is None or name == channel:
                 for watch in watches:
                     watch.ended = watch.ended or ended
+                    watch.notified = True
                     watch.event.set()
 
     async def _run(self) -> None:

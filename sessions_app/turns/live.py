@@ -8,23 +8,24 @@ asyncio event, holding no thread and no database connection between its reads.
   to the pending turn notifies it at commit, and the stream reads what is new. While
   the listener is down (it reconnects) the stream reads at each heartbeat. On SQLite,
   which cannot notify (`make run`, tests), it reads every MEMORYADMIN_TURN_SSE_POLL_SECONDS.
-- reads: the pending turn and its chunks after the last one sent, through the turn
-  services, in a thread (sync_to_async); the database connection is given back after
-  each read (to the process's pool under the ASGI server). The streams of one process
-  take at most STREAM_DB_SLOTS connections at a time (`database_slot`): hundreds of
-  streams woken at once queue in the event loop, and the pool keeps connections for
-  the API and the pages.
+- reads: one statement (sessions_app/turns/reads.py) for the pending turn and its chunks
+  after an index; the streams of a thread woken together share one (`SharedReads`),
+  whatever each has sent. On PostgreSQL it runs on the event loop's own reading
+  connection (`reads.Reader`), with no thread and no pooled connection; on SQLite in a
+  thread (sync_to_async), the connection given back after each read, at most
+  STREAM_DB_SLOTS at a time (`database_slot`).
 - the end: `event: finished` when the followed turn is finished or discarded,
   `event: timeout` after `max_seconds` or when the lease is lost, `event: ended`
   (with the reason, sessions_app/threads/notify.py) when the thread was deleted,
-  cleared, released or its owner erased: on PostgreSQL the notification of that
-  write ends the stream without another read; a read that finds the thread gone
-  (SQLite, or a notification missed while the listener reconnected) ends it the same
+  cleared, released, its checkpoints deleted or its owner erased: on PostgreSQL the
+  notification of that write ends the stream without another read; a read that finds
+  the thread gone, or an end it outlived recorded on its row after the stream opened
+  (SQLite, or a notification missed while the listener reconnected), ends it the same
   way. A client that leaves cancels the coroutine (Django's ASGI handler listens for
   the disconnect), and the finally block releases the lease.
 - threads: under the ASGI server the request's own thread is let go when the stream
-  starts (memoryadmin/requestthread.py); the reads run on the few threads the
-  process's streams share.
+  starts (memoryadmin/requestthread.py); what runs in a thread afterwards (the reads
+  on SQLite, the release) runs on the few threads the process's streams share.
 """
 
 from __future__ import annotations
@@ -37,17 +38,15 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 from asgiref.sync import sync_to_async
 from django.db import connection
-from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 from django.utils.html import escape
 
 from memoryadmin.requestthread import shared_threads
-from sessions_app.threads.models import Thread
 from sessions_app.threads.notify import ENDS
 from sessions_app.turns import listener
-from sessions_app.turns import services as turns
 from sessions_app.turns import streams
-from sessions_app.turns.models import Turn
+from sessions_app.turns.reads import GONE, lowest_guess, stored_instant, needed_after, of_this_loop, parse_rows, read_params
+from sessions_app.turns.reads import read_statement, reader_errors, rows_in_thread, reader
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +87,13 @@ def database_slot() -> asyncio.Semaphore:
     return _slots[loop]
 
 
-def released(fn: Callable) -> Callable:
+def released(fn: Callable, *, slot: bool = True) -> Callable:
     """`fn` run in a thread when a slot is free, its database connection given back when it returns.
 
     Under the ASGI server, on the threads the process's streams share (memoryadmin/requestthread.py),
     also from a task that outlives the stream that started it; elsewhere thread-sensitive, as
-    Django runs it. Inside a transaction (tests) the connection belongs to the caller and stays."""
+    Django runs it. Inside a transaction (tests) the connection belongs to the caller and stays.
+    `slot=False` when the caller already holds one of the slots."""
 
     def call(*args, **kwargs):
         try:
@@ -102,49 +102,106 @@ def released(fn: Callable) -> Callable:
             if not connection.in_atomic_block:
                 connection.close()
 
+    async def in_thread(*args, **kwargs):
+        shared = shared_threads()
+        if shared is None:
+            return await sync_to_async(call)(*args, **kwargs)
+        return await sync_to_async(call, thread_sensitive=False, executor=shared)(*args, **kwargs)
+
     async def run(*args, **kwargs):
+        if not slot:
+            # The caller holds a slot already.
+            return await in_thread(*args, **kwargs)
         async with database_slot():
-            shared = shared_threads()
-            if shared is None:
-                return await sync_to_async(call)(*args, **kwargs)
-            return await sync_to_async(call, thread_sensitive=False, executor=shared)(*args, **kwargs)
+            return await in_thread(*args, **kwargs)
 
     return run
 
 
 class SharedReads:
-    """The reads of this event loop's streams: streams of one thread woken by one notification,
-    which have sent the same chunks, share one read (10 tabs on a thread: one read, not 10)."""
+    """The reads of this event loop's streams, one per thread at a time, whatever each stream has sent.
+
+    The streams of a thread woken by one notification ask in the same turn of the event loop;
+    their requests make one batch, served by one read of the thread's pending turn and of its
+    chunks after the lowest index any of them needs (a stream opened later, or resuming after
+    the panel's chunks, takes its part of the same rows). The events are formatted once per
+    batch, not once per stream. A request made while a read is running waits for the next
+    batch: the running read may predate the commit that woke it.
+
+    On PostgreSQL the read is one statement on this event loop's own connection (`Reader`): no
+    thread, no pooled connection, no ORM object. Elsewhere (SQLite), or while that connection
+    cannot be had, the same statement runs in a thread on Django's connection (`released`).
+    """
 
     def __init__(self):
-        self._running: dict[tuple, asyncio.Future] = {}
+        self._batches: dict[int, list] = {}
+        # One read at a time on the reader's connection: requests wait here in their batches.
+        self._reading = asyncio.Lock()
+        # Database reads made (tests count them).
+        self.reads = 0
 
     async def read(self, thread_pk: int, followed: int | None, after: int, resume: tuple[int, int] | None):
-        key = (thread_pk, followed, after, resume)
-        running = self._running.get(key)
-        if running is None:
-            running = self._running[key] = asyncio.ensure_future(released(_read)(*key))
-            running.add_done_callback(lambda _: self._running.pop(key, None))
-        # Shielded: a stream that leaves does not cancel the read the others wait for.
-        return await asyncio.shield(running)
+        """(pending turn or None or GONE, the index the events follow, [(index, event text)…], (end, end_at))."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        batch = self._batches.get(thread_pk)
+        if batch is None:
+            batch = self._batches[thread_pk] = []
+            # In the stream's context (its shared threads), and not cancelled if that stream leaves.
+            loop.create_task(self._serve(thread_pk, batch))
+        batch.append((followed, after, resume, done))
+        return await done
 
+    def _close(self, thread_pk: int, batch: list) -> None:
+        if self._batches.get(thread_pk) is batch:
+            del self._batches[thread_pk]
 
-def _of_this_loop(registry: dict, make):
-    """The running event loop's one instance in `registry` (made by `make` the first time);
-    closed loops' instances are dropped on the way."""
-    loop = asyncio.get_running_loop()
-    for ended in [other for other in registry if other.is_closed()]:
-        del registry[ended]
-    if loop not in registry:
-        registry[loop] = make()
-    return registry[loop]
+    async def _serve(self, thread_pk: int, batch: list) -> None:
+        try:
+            use_reader = listener.listening_supported()
+            async with (self._reading if use_reader else database_slot()):
+                # From here on, requests make the next batch.
+                self._close(thread_pk, batch)
+                wants = [(followed, after, resume) for followed, after, resume, _ in batch]
+                low = min(lowest_guess(*want) for want in wants)
+                pending, end, chunks = await self._rows(thread_pk, low, use_reader)
+                lowest = min((needed_after(pending, *want) for want in wants), default=low)
+                if pending not in (None, GONE) and lowest < low:
+                    # A new pending turn (rare): read it from the lowest index a stream needs.
+                    low = lowest
+                    pending, end, chunks = await self._rows(thread_pk, low, use_reader)
+            events = [(index, sse("chunk", escape(text), index)) for index, text in chunks]
+            for (followed, after, resume, done), want in zip(batch, wants):
+                if done.done():
+                    continue
+                if pending is None or pending == GONE:
+                    done.set_result((pending, after, [], end))
+                    continue
+                needed = needed_after(pending, *want)
+                done.set_result((pending, needed, [event for event in events if event[0] > needed], end))
+        except BaseException as exc:
+            self._close(thread_pk, batch)
+            for *_, done in batch:
+                if not done.done():
+                    done.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    async def _rows(self, thread_pk: int, after: int, use_reader: bool):
+        self.reads += 1
+        if use_reader:
+            try:
+                return parse_rows(await reader().fetch(read_statement("postgresql"), read_params(thread_pk, after)))
+            except reader_errors() as exc:
+                log.warning("live streams' reader: %s; reading in a thread meanwhile", exc)
+        return parse_rows(await released(rows_in_thread, slot=use_reader)(thread_pk, after))
 
 
 _reads: dict[asyncio.AbstractEventLoop, SharedReads] = {}
 
 
 def shared_reads() -> SharedReads:
-    return _of_this_loop(_reads, SharedReads)
+    return of_this_loop(_reads, SharedReads)
 
 
 # The shortest time between two renewals by the process's task (tests use heartbeats of 0).
@@ -239,28 +296,7 @@ _leases: dict[asyncio.AbstractEventLoop, Leases] = {}
 
 
 def leases() -> Leases:
-    return _of_this_loop(_leases, Leases)
-
-
-# What a read returns for a thread that is no longer there.
-GONE = -1
-
-
-def _pending_turn(thread_pk: int) -> int | None:
-    """The thread's pending turn, None when it has none, GONE when the thread was deleted (one query)."""
-    pending = Turn.objects.filter(thread_id=OuterRef("pk"), status=Turn.Status.PENDING).values("pk")[:1]
-    found = list(Thread.objects.filter(pk=thread_pk).annotate(pending=Subquery(pending)).values_list("pending", flat=True))
-    return found[0] if found else GONE
-
-
-def _read(thread_pk: int, followed: int | None, after: int, resume: tuple[int, int] | None):
-    """The pending turn now, and its chunks after the last one sent: (turn, after, chunks)."""
-    pending = _pending_turn(thread_pk)
-    if pending is None or pending == GONE:
-        return pending, after, []
-    if pending != followed:
-        after = resume[1] if resume and resume[0] == pending else -1
-    return pending, after, turns.pending_chunks_after(turn_id=pending, after=after)
+    return of_this_loop(_leases, Leases)
 
 
 async def turn_events(
@@ -272,6 +308,7 @@ async def turn_events(
     lease_id: int | None = None,
     release: Callable[[], None] | None = None,
     resume: tuple[int, int] | None = None,
+    ended_at=None,
 ) -> AsyncIterator[str]:
     """Server-sent events for a thread's pending turn: its new chunks, heartbeats, then the end.
 
@@ -281,11 +318,14 @@ async def turn_events(
     lease `lease_id` (`Leases`), and the stream ends as on timeout when it is gone.
     `resume=(turn_id, index)`: the page already shows that turn's chunks up to `index`,
     so the stream starts after it (when that turn is still the pending one).
-    `release` runs however the stream ends.
+    `release` runs however the stream ends. `ended_at`: the thread's `streams_ended_at` when the
+    stream was opened; a read that finds another one ends the stream with that end (a thread
+    cleared or released where no notification came: SQLite).
     """
     loop = asyncio.get_running_loop()
     start = loop.time()
     next_beat = start + heartbeat
+    ended_at = stored_instant(ended_at)
     watch = None
     read, release_async = shared_reads().read, release and released(release)
     kept = leases()
@@ -303,17 +343,21 @@ async def turn_events(
                 yield sse("ended", ENDS[watch.ended])
                 return
             if woken:
-                pending, after, chunks = await read(thread_pk, followed, after, resume)
+                pending, after, chunks, (end, end_at) = await read(thread_pk, followed, after, resume)
                 if pending == GONE:
                     yield sse("ended", ENDS["deleted"])
+                    return
+                if end_at != ended_at and end in ENDS:
+                    yield sse("ended", ENDS[end])
                     return
                 if pending is None and followed is not None:
                     yield sse("finished", "")
                     return
                 followed = pending if pending is not None else followed
-                for index, text in chunks:
-                    after = index
-                    yield sse("chunk", escape(text), index)
+                if chunks:
+                    # The chunks of one read in one write.
+                    after = chunks[-1][0]
+                    yield "".join(event for _, event in chunks)
             now = loop.time()
             if now - start >= max_seconds:
                 yield sse("timeout", "")

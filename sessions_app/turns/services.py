@@ -267,13 +267,6 @@ def render_turns(turns: list[dict[str, str]]) -> str:
     return "\n".join(f"User: {turn['question']}\nAssistant: {turn['answer']}" for turn in turns)
 
 
-def pending_chunks_after(*, turn_id: int, after: int) -> list[tuple[int, str]]:
-    """The chunks of a turn with index > after, in order (the live view's poll)."""
-    return list(
-        TurnChunk.objects.filter(turn_id=turn_id, index__gt=after).order_by("index").values_list("index", "text")
-    )
-
-
 def turn_context(*, actor, thread_id: str, thread: Thread | None = None) -> TurnContext:
     """The thread's finished turns (oldest first), its pending turn and the rendered prompt.
 

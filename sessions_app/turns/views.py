@@ -131,6 +131,7 @@ async def turns_stream(request: HttpRequest, thread_id: str) -> HttpResponseBase
         lease_id=lease.pk,
         release=release,
         resume=resume,
+        ended_at=thread.streams_ended_at,
     )
     if isinstance(request, ASGIRequest):
         content = live.LeasedEvents(events, release)

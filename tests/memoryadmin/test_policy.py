@@ -93,6 +93,9 @@ WRITES = {
         actor=a, thread_id="t1", agent_code="bot", messages=turns(2))),
     "sessions_app.threads.services.thread_clear": (ADMIN, lambda a, w: threads.thread_clear(actor=a, thread_id="t1")),
     "sessions_app.threads.services.thread_delete": (OWNER, lambda a, w: threads.thread_delete(actor=a, thread_id="t1")),
+    # A bulk purge's batch: thread_delete's rule for every thread of it.
+    "sessions_app.threads.services.threads_delete": (OWNER, lambda a, w: threads.threads_delete(
+        actor=a, thread_pks=[Thread.objects.get(thread_id="t1").pk])),
     "sessions_app.checkpoints.services.checkpoint_put": (OWNER, lambda a, w: checkpoints.checkpoint_put(
         actor=a, thread_id="t1", data=_data())),
     "sessions_app.checkpoints.services.checkpoint_replace": (OWNER, lambda a, w: checkpoints.checkpoint_replace(

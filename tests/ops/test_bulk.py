@@ -217,3 +217,50 @@ def test_the_thread_list_with_bulk_selection_takes_constant_queries(client, admi
         response = client.get("/threads/")
     body = response.content.decode()
     assert body.count('name="ids"') == rows and 'action="/bulk/preview"' in body and 'href="/search/' in body
+
+
+def _purge_step_queries(admin_user, owner, prefix: str, count: int) -> tuple[int, BulkJob]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from sessions_app.turns import services as turn_services
+
+    for i in range(count):
+        save(owner, f"{prefix}-{i}", turns(3, f"{prefix}{i}"))
+        checkpoints(owner, f"{prefix}-{i}", 2)
+        turn_services.turn_begin(actor=owner, thread_id=f"{prefix}-{i}", question="q")
+        turn_services.turn_append_chunk(actor=owner, thread_id=f"{prefix}-{i}", text="so far")
+    job = bulk.bulk_start(actor=admin_user, action="purge", selection=bulk.Selection(filter={"q": prefix}))
+    with CaptureQueriesContext(connection) as queries:
+        job = bulk.bulk_step(actor=admin_user, job_id=job.pk, batch=count + 1)
+    return len(queries.captured_queries), job
+
+
+def test_a_purge_batch_takes_the_same_queries_whatever_its_size_and_audits_every_thread(admin_user, alice):
+    """Each thread by thread_delete's rules (its rows, its streams told, one audit event each), and
+    a fixed number of statements per batch: 2 threads and 12 threads cost the same."""
+    small, job = _purge_step_queries(admin_user, alice, "few", 2)
+    assert job.status == "done" and job.counts["threads"] == 2 and job.counts["checkpoints"] == 4
+    large, job = _purge_step_queries(admin_user, alice, "many", 12)
+    assert job.status == "done" and job.counts["threads"] == 12 and job.counts["checkpoints"] == 24
+    assert job.counts["blocks"] == 12 * 3
+    assert large == small
+    from sessions_app.turns.models import Turn, TurnChunk
+
+    assert not Thread.objects.filter(thread_id__startswith="many-").exists()
+    assert Block.objects.count() == Checkpoint.objects.count() == Turn.objects.count() == TurnChunk.objects.count() == 0
+    events = AuditEvent.objects.filter(action="thread.delete", target__startswith="thread:many-")
+    assert events.count() == 12
+    assert all(event.actor_id == admin_user.pk and event.detail["owner"] == "alice" for event in events)
+    assert events.get(target="thread:many-3").detail["before"] == {"active": 3, "archived": 0}
+
+
+def test_a_purge_goes_on_batch_after_batch_to_the_end(admin_user, alice):
+    for i in range(5):
+        save(alice, f"batched-{i}", turns(2, f"b{i}"))
+    job = bulk.bulk_start(actor=admin_user, action="purge", selection=bulk.Selection(filter={"q": "batched"}))
+    job = bulk.bulk_step(actor=admin_user, job_id=job.pk, batch=2)
+    assert job.status == "running" and job.processed == 2
+    job = bulk.bulk_run(job_id=job.pk, batch=2)
+    assert job.status == "done" and job.processed == 5 and job.counts["threads"] == 5
+    assert not Thread.objects.filter(thread_id__startswith="batched-").exists()

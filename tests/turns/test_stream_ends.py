@@ -1,11 +1,14 @@
-"""A thread that ends (deleted, cleared, released, its owner erased) ends its open live streams.
+"""A thread that ends (deleted, cleared, released, its checkpoints deleted, its owner erased) ends its open live streams.
 
 The write notifies the thread's channel in its own transaction (sessions_app/threads/notify.py);
 the stream sends `event: ended` saying why and stops, without reading the thread again.
-On SQLite, which cannot notify, the stream's next read finds a deleted thread gone.
+On SQLite, which cannot notify, the stream's next read finds a deleted thread gone, or the
+end of a thread that stays recorded on its row.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -13,7 +16,7 @@ from django.db import connection
 from django.test import override_settings
 
 from memoryadmin.operations.erase import user_erase
-from sessions_app.checkpoints.lifecycle import checkpoint_release
+from sessions_app.checkpoints.lifecycle import checkpoint_delete_thread, checkpoint_release
 from sessions_app.threads.models import Thread
 from sessions_app.threads.notify import ENDS, thread_channel, thread_notify
 from sessions_app.threads.services import thread_clear, thread_delete, thread_save_agent_state
@@ -28,8 +31,13 @@ ENDINGS = {
     "deleted": lambda admin: thread_delete(actor=admin, thread_id="live"),
     "cleared": lambda admin: thread_clear(actor=admin, thread_id="live"),
     "released": lambda admin: checkpoint_release(actor=admin, thread_id="live"),
+    # LangGraph's delete_thread: the checkpoints go, the thread stays.
+    "checkpoints_deleted": lambda admin: checkpoint_delete_thread(actor=admin, thread_id="live"),
     "erased": lambda admin: user_erase(actor=admin, username="alice"),
 }
+# An end reaches the stream at the write's commit (PostgreSQL) or at its next read, every
+# MEMORYADMIN_TURN_SSE_POLL_SECONDS (SQLite): well within this, and long before its timeout.
+WITHIN_SECONDS = 3
 # A stream that would otherwise go on: a heartbeat a second, ten seconds at most.
 OPEN = dict(
     MEMORYADMIN_TURN_SSE_POLL_SECONDS=0.02,
@@ -51,20 +59,34 @@ def thread(alice):
 @override_settings(**OPEN)
 @pytest.mark.parametrize("end", ENDINGS)
 def test_a_thread_that_ends_ends_its_open_streams_saying_why(alice, admin_user, thread, end):
-    if not IS_POSTGRES and end in ("cleared", "released"):
-        pytest.skip("SQLite cannot notify: a thread cleared or released keeps its streams until they end")
     # SQLite: the read after an erase finds the thread deleted, and says so.
-    said = ENDS[end] if IS_POSTGRES else ENDS["deleted"]
+    said = ENDS["deleted"] if end == "erased" and not IS_POSTGRES else ENDS[end]
 
     async def scenario():
         stream = events(await open_stream(alice))
         assert await anext(stream) == "retry: 2000"
         assert (await anext(stream)).endswith("data: so far")
         await sync_to_async(ENDINGS[end])(admin_user)
-        received = await rest(stream)
+        received = await asyncio.wait_for(rest(stream), WITHIN_SECONDS)
         assert received[-1] == f"event: ended\ndata: {said}"
         assert "event: timeout\ndata: " not in received
         assert await sync_to_async(TurnStreamLease.objects.count)() == 0
+
+    run(scenario)
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(**{**OPEN, "MEMORYADMIN_TURN_SSE_MAX_SECONDS": 1.5})
+@pytest.mark.parametrize("end", ["cleared", "released", "checkpoints_deleted"])
+def test_a_stream_opened_after_the_end_goes_on(alice, admin_user, thread, end):
+    """The end is kept on the thread's row for the streams that poll: one opened afterwards is not ended by it."""
+    ENDINGS[end](admin_user)
+    assert Thread.objects.get(thread_id="live").streams_ended == end
+
+    async def scenario():
+        received = await rest(events(await open_stream(alice)))
+        assert ": heartbeat" in received
+        assert received[-1] == "event: timeout\ndata: "
 
     run(scenario)
 
