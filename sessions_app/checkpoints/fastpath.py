@@ -80,7 +80,6 @@ _BLOCKS = """, blocks AS (
                          archived, chain_hash, created_at)
     SELECT moved.id, %s, v.seq, v.position, v.role, v.content, v.message::jsonb, v.block_type, false, v.chain_hash, %s
       FROM moved CROSS JOIN (VALUES {rows}) AS v(seq, position, role, content, message, block_type, chain_hash))"""
-_BLOCK_ROW = "(%s::bigint, %s::integer, %s, %s, %s, %s, %s)"
 _VALUES = """, stored_values AS (
     INSERT INTO {value} (thread_id, checkpoint_ns, channel, version, digest, value)
     SELECT moved.id, %s, v.channel, v.version, v.digest, v.value::jsonb
@@ -183,13 +182,9 @@ def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_
         sql = "WITH moved AS (" + _MOVED_PLAIN.format(**tables) + ")"
         params = [now, pk, owner_id]
     if appended:
-        sql += _BLOCKS.format(rows=", ".join([_BLOCK_ROW] * len(appended)), **tables)
+        sql += _BLOCKS.format(rows=", ".join([thread_services.APPEND_ROW] * len(appended)), **tables)
         params += [agent, now]
-        for offset, item in enumerate(appended):
-            params += [
-                last_seq + 1 + offset, stored + offset, item.role, item.content, db_text(item.message),
-                item.block_type, digests[offset],
-            ]
+        params += thread_services.append_row_params(appended, last_seq=last_seq, start=stored, digests=digests)
     if value_rows:
         sql += _VALUES.format(rows=", ".join([_VALUE_ROW] * len(value_rows)), **tables)
         params.append(data.checkpoint_ns)

@@ -276,6 +276,16 @@ def thread_append_sql(*, rows: int, with_extra_state: bool = False) -> str:
     )
 
 
+def append_row_params(parsed: list, *, last_seq: int, start: int, digests: list[str], messages: list[str] | None = None) -> list:
+    """The parameters of `parsed`'s APPEND_ROWs: each block's seq after `last_seq`, position from
+    `start`, role, content, message (its stored JSON text), type and chain digest."""
+    texts = messages if messages is not None else [db_text(item.message) for item in parsed]
+    params: list[Any] = []
+    for offset, item in enumerate(parsed):
+        params += [last_seq + 1 + offset, start + offset, item.role, item.content, texts[offset], item.block_type, digests[offset]]
+    return params
+
+
 def head_row_etag_matches(if_match: str, row: tuple) -> bool:
     """Whether If-Match names the ETag of the thread read by `thread_head_sql` (its row, unlocked)."""
     pk, _owner_id, agent_code, last_seq, rewrite_count, _active, updated_at, *_rest = row
@@ -349,11 +359,7 @@ def guarded_append(
     if extra_state_given:
         params.append(state)
     params += [pk, actor.pk, last_seq, rewrite_count, active_count, updated_at, agent_code, now]
-    for offset, item in enumerate(parsed):
-        params += [
-            last_seq + 1 + offset, stored + offset, item.role, item.content, messages[offset],
-            item.block_type, digests[offset],
-        ]
+    params += append_row_params(parsed, last_seq=last_seq, start=stored, digests=digests, messages=messages)
     sql = thread_append_sql(rows=count, with_extra_state=extra_state_given)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
