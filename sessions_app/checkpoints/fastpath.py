@@ -66,13 +66,7 @@ _HEAD_JOIN = """LEFT JOIN LATERAL (
          WHERE b.thread_id = t.id AND b.agent_code = COALESCE(%s, NULLIF(t.agent_code, ''), %s) AND NOT b.archived
          ORDER BY b.seq DESC LIMIT 1) h ON true"""
 
-# The thread row's update, on which every other write of the statement hangs.
-_MOVED_DELTA = """
-    UPDATE {thread}
-       SET last_seq = %s, active_count = active_count + %s, agent_code = %s, updated_at = %s,
-           title = CASE WHEN title = '' THEN %s ELSE title END
-     WHERE id = %s AND owner_id = %s AND last_seq = %s AND rewrite_count = %s AND active_count = %s AND updated_at = %s
- RETURNING id"""
+# The thread row's update without a delta (a delta's is the append's MOVED_SQL), on which every other write hangs.
 _MOVED_PLAIN = """
     UPDATE {thread} SET updated_at = %s WHERE id = %s AND owner_id = %s RETURNING id"""
 _BLOCKS = """, blocks AS (
@@ -172,7 +166,7 @@ def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_
     )
 
     if delta is not None:
-        sql = "WITH moved AS (" + _MOVED_DELTA.format(**tables) + ")"
+        sql = "WITH moved AS (" + thread_services.MOVED_SQL.format(thread=tables["thread"], extra_state="") + ")"
         params = [
             # An empty delta leaves the thread's agent as it is, as the general path does.
             last_seq + len(appended), len(appended), agent if appended else agent_code, now, thread_services.title_from(appended) if untitled else "",

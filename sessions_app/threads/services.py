@@ -240,14 +240,17 @@ SELECT t.id, t.owner_id, t.agent_code, t.last_seq, t.rewrite_count, t.active_cou
  WHERE t.thread_id = %s
 """
 
-APPEND_SQL = """
-WITH moved AS (
+# The guarded update of the thread row that the one-statement append's (and the checkpoint fast
+# path's) other writes hang on: it matches only a row unchanged since HEAD_SQL read it.
+MOVED_SQL = """
     UPDATE {thread}
        SET last_seq = %s, active_count = active_count + %s, agent_code = %s, updated_at = %s,
            title = CASE WHEN title = '' THEN %s ELSE title END{extra_state}
      WHERE id = %s AND owner_id = %s AND last_seq = %s AND rewrite_count = %s
        AND active_count = %s AND updated_at = %s
- RETURNING id)
+ RETURNING id"""
+
+APPEND_SQL = "\nWITH moved AS (" + MOVED_SQL + """)
 INSERT INTO {block} (thread_id, agent_code, seq, position, role, content, message, block_type,
                      archived, chain_hash, created_at)
 SELECT moved.id, %s, v.seq, v.position, v.role, v.content, v.message::jsonb, v.block_type, false,
