@@ -282,8 +282,9 @@ class MemoryAdminStore(BaseStore):
                 sent.append((position, self._body(op, position, embedding)))
             except (ValueError, NotImplementedError) as exc:
                 answers[position] = exc
+        payload = {"ops": [body for _, body in sent], "atomic": False}
         try:
-            content = encode_json(body={"ops": [body for _, body in sent], "atomic": False})
+            content = encode_json(body=payload)
         except ValueError:
             # Some operation is not strict JSON: each one is checked on its own, the others go.
             kept = []
@@ -294,9 +295,9 @@ class MemoryAdminStore(BaseStore):
                 except ValueError as exc:
                     answers[position] = exc
             sent, content = kept, None
+            payload = {"ops": [body for _, body in sent], "atomic": False}
         if sent:
-            body = {"ops": [body for _, body in sent], "atomic": False}
-            call = Call("POST", "/store/batch", body=body, content=content)
+            call = Call("POST", "/store/batch", body=payload, content=content)
             replies = self._answers([ops[position] for position, _ in sent], await self.http.asend(call), atomic=False)
             for (position, _), reply in zip(sent, replies, strict=True):
                 answers[position] = reply
