@@ -314,6 +314,10 @@ MEMORYADMIN_REPLICA_RETRY_SECONDS = env_int("MEMORYADMIN_REPLICA_RETRY_SECONDS",
 # starts it. The worker listens (LISTEN/NOTIFY) and fetches jobs on a session of its own:
 # behind a transaction pooler point DATABASE_WORKER_URL at PostgreSQL itself.
 MEMORYADMIN_JOBS_QUEUE = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+# A pooled database's connections are checked before each loan without a round trip
+# (memoryadmin/postgres/base.py): Django's PostgreSQL backend but for that check.
+if "pool" in DATABASES["default"].get("OPTIONS", {}):
+    DATABASES["default"]["ENGINE"] = "memoryadmin.postgres"
 _worker_url = env_str("DATABASE_WORKER_URL")
 if _worker_url and not _worker_url.startswith(("postgres://", "postgresql://")):
     raise ImproperlyConfigured(f"DATABASE_WORKER_URL must be a postgres:// URL (or empty), not {_worker_url!r}")
