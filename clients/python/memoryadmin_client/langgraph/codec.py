@@ -23,14 +23,11 @@ every read (docs/checkpoints.md, "Send packets and task writes"). A plain dict w
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import dataclasses
 import json
 import math
 import operator
-import time
-import weakref
 from typing import Any
 
 from langchain_core.load import dumpd
@@ -40,6 +37,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ..http import dumps_strict
+from ..turns import take_turn
 
 BLOB_KEY = "$blob"
 MESSAGES_KEY = "$messages"
@@ -233,37 +231,8 @@ class MessageRefs:
         return best
 
 
-# The CPU an event loop's pass may have spent before an encoding waits for the next pass.
-TURN_BUDGET = 0.001
-
-
-class EncodingTurn:
-    """`async with EncodingTurn():` around encoding done on the event loop. The steps of many
-    tasks ready at once (twenty agents' answers come back together) would otherwise run back
-    to back in one pass of the loop while every timer waits: here a pass is counted (in the
-    thread's CPU time) from its first encoding on, and once it has spent `TURN_BUDGET` the next
-    encoding waits for the following pass, so timers and other tasks run in between."""
-
-    # Per loop: [thread CPU time when its pass's first encoding began, that pass still open].
-    _loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Any]] = weakref.WeakKeyDictionary()
-
-    async def __aenter__(self) -> None:
-        loop = asyncio.get_running_loop()
-        passing = self._loops.get(loop)
-        if passing is None:
-            passing = self._loops[loop] = [0.0, False]
-        while passing[1] and time.thread_time() - passing[0] >= TURN_BUDGET:
-            await asyncio.sleep(0)  # queued behind the pass's end (`_pass_over`)
-        if not passing[1]:
-            passing[0], passing[1] = time.thread_time(), True
-            loop.call_soon(_pass_over, passing)  # runs in the loop's next pass
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        return None
-
-
-def _pass_over(passing: list[Any]) -> None:
-    passing[1] = False
+# Messages encoded in one turn of the event loop (`adump_items`): a few microseconds each.
+ITEMS_A_TURN = 50
 
 
 class ValueCodec:
@@ -395,16 +364,42 @@ class ValueCodec:
             return {key: self.load(item) for key, item in value.items()}
         return value
 
+    def dump_items(self, items: list[Any], start: int = 0, stop: int | None = None) -> list[Any]:
+        """`dump` of each of `items[start:stop]`: what `dump` makes of the list when the serializer
+        is JSON's (a list's items are dumped one by one)."""
+        if not self.readable:
+            return [self.dump(item) for item in items[start:stop]]
+        out = []
+        shapes = MESSAGE_SHAPES
+        for item in items[start:stop]:
+            shape = shapes.get(type(item))  # a message (most items) straight to its shape
+            envelope = shape.envelope(item) if shape is not None else None
+            out.append(envelope if envelope is not None else self.dump(item))
+        return out
+
+    async def adump_items(self, items: list[Any], start: int = 0) -> list[Any]:
+        """`dump_items` on the event loop, `ITEMS_A_TURN` items in each of its turns (`turns`)."""
+        out: list[Any] = []
+        for first in range(start, len(items), ITEMS_A_TURN):
+            await take_turn()
+            out += self.dump_items(items, first, first + ITEMS_A_TURN)
+        return out
+
     def dump_checkpoint(
-        self, checkpoint: Checkpoint, *, leave_out: str | None = None, refs: MessageRefs | None = None
+        self, checkpoint: Checkpoint, *, leave_out: str | None = None, refs: MessageRefs | None = None,
+        dumped: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The checkpoint on the wire; `leave_out` names a channel sent apart (the messages of a
-        delta); with `refs` (its own messages channel) the other channels hold those messages by
-        reference, and `refs.marked` names the channels that do."""
+        delta); `dumped` holds channels already on the wire (`dump_items`); with `refs` (its own
+        messages channel) the other channels hold those messages by reference, and `refs.marked`
+        names the channels that do."""
         body = {key: self.dump(item) for key, item in checkpoint.items() if key != "channel_values"}
         values = {}
         for name, item in checkpoint.get("channel_values", {}).items():
             if name == leave_out:
+                continue
+            if dumped is not None and name in dumped:
+                values[name] = dumped[name]
                 continue
             if refs is None or name == refs.channel:
                 values[name] = self.dump(item)
@@ -428,4 +423,4 @@ class ValueCodec:
         return checkpoint  # type: ignore[return-value]
 
 
-__all__ = ["BLOB_KEY", "LC2_TYPES", "MESSAGES_KEY", "EncodingTurn", "MessageRefs", "ValueCodec", "contents_of"]
+__all__ = ["BLOB_KEY", "LC2_TYPES", "MESSAGES_KEY", "MessageRefs", "ValueCodec", "contents_of"]
