@@ -220,14 +220,16 @@ class Pool:
         try:
             try:
                 parts = _request_bytes(conn.h11, method, target, headers, body)
-                sock.settimeout(timeouts.write)
+                if sock.gettimeout() != timeouts.write:  # each change is a system call
+                    sock.settimeout(timeouts.write)
                 for part in parts:
                     sock.sendall(part)
             except TimeoutError as exc:
                 raise _error(httpx.WriteTimeout, str(exc) or "write timed out", where) from exc
             except OSError as exc:
                 raise _Stale from exc
-            sock.settimeout(timeouts.read)
+            if timeouts.read != timeouts.write:
+                sock.settimeout(timeouts.read)
             reader = _Reader(conn.h11)
             while True:
                 done = reader.step()

@@ -120,6 +120,7 @@ class _MessageShape:
     def __init__(self, kind: type) -> None:
         self.id = kind.lc_id()
         self.attributes = "lc_attributes" in kind.__dict__
+        self.attribute_fields: tuple[str, ...] | None = None  # `_attribute_fields`
         # Per field written: its default (a factory's value made once), or REQUIRED.
         self.defaults: dict[str, Any] = {}
         self.excluded = tuple(name for name, info in kind.model_fields.items() if info.exclude)
@@ -130,22 +131,28 @@ class _MessageShape:
             self.defaults[name] = _REQUIRED if info.is_required() else factory() if factory is not None else info.default
 
     def envelope(self, message: Any) -> dict[str, Any] | None:
-        # Runs over every message of a step, so in as few steps as can be: a field is written
-        # when set, or when falsy but not its default (a required one always: REQUIRED equals
-        # nothing); a falsy field that is not one (excluded) reads back as itself and is left out.
+        # Runs over every message of a step, so in as few steps as can be, in one loop: a field is
+        # written when set, or when falsy but not its default (a required one always: REQUIRED
+        # equals nothing), each value written checked as JSON (the names are the fields': plain
+        # strings); a falsy field that is not one (excluded) reads back as itself and is left out.
         default_of = self.defaults.get
-        kwargs = {name: value for name, value in message.__dict__.items() if value or default_of(name, value) != value}
-        for name in self.excluded:
-            kwargs.pop(name, None)
-        # Each value checked as JSON (the names are the fields': plain strings).
-        for value in kwargs.values():
+        kwargs = {}
+        for name, value in message.__dict__.items():
+            if not value and default_of(name, value) == value:
+                continue
             if type(value) is str:
                 if "\x00" in value:
                     return None
             elif not _plain(value, 1):
                 return None
+            kwargs[name] = value
+        for name in self.excluded:
+            kwargs.pop(name, None)
         if self.attributes:
-            extra = message.lc_attributes  # AIMessage's tool calls, as to_json adds them
+            # AIMessage's tool calls, as to_json adds them: read from the fields they are (see
+            # `_attribute_fields`), else from the property.
+            fields = self.attribute_fields
+            extra = message.lc_attributes if fields is None else {name: message.__dict__[name] for name in fields}
             if type(extra) is not dict:
                 return None
             for name, value in extra.items():
@@ -158,6 +165,16 @@ class _MessageShape:
         return {"lc": 1, "type": "constructor", "id": self.id, "kwargs": kwargs}
 
 
+def _attribute_fields(kind: type, probe: Any) -> tuple[str, ...] | None:
+    """The fields whose values a message class's `lc_attributes` gives as they are (AIMessage's
+    `tool_calls`, `invalid_tool_calls`), seen on a message of that class: its property then need
+    not run for every message (it builds its dict in Python). None when it gives anything else."""
+    extra = probe.lc_attributes
+    if type(extra) is not dict or not all(name in kind.model_fields and extra[name] is probe.__dict__.get(name) for name in extra):
+        return None
+    return tuple(extra)
+
+
 def _message_shapes() -> dict[type, _MessageShape]:
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -165,7 +182,9 @@ def _message_shapes() -> dict[type, _MessageShape]:
     for kind in (AIMessage, HumanMessage, SystemMessage, ToolMessage):
         probe = kind(content="", tool_call_id="x") if kind is ToolMessage else kind(content="")
         if not probe.lc_secrets and kind.is_lc_serializable():
-            shapes[kind] = _MessageShape(kind)
+            shape = shapes[kind] = _MessageShape(kind)
+            if shape.attributes:
+                shape.attribute_fields = _attribute_fields(kind, probe)
     return shapes
 
 
