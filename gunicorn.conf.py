@@ -9,7 +9,9 @@ are in docs/scaling.md ("Serving on one machine").
 - Workers: processes, because Django's request path is mostly Python and one
   process uses at most one core. 2 per core plus one (gunicorn's rule of thumb):
   while one worker waits on PostgreSQL another computes.
-- Worker class: uvicorn's ASGI worker (the uvicorn-worker package). Each worker
+- Worker class: uvicorn's ASGI worker (the uvicorn-worker package; memoryadmin.worker
+  makes it end its live streams first when it stops, so that a worker recycled after
+  max_requests or stopped at a deploy exits at once instead of waiting on them). Each worker
   process runs one event loop: live-turn streams are coroutines waiting on
   PostgreSQL's LISTEN/NOTIFY (sessions_app/turns/listener.py), so an open stream
   holds no request capacity and no thread (memoryadmin/requestthread.py lets its
@@ -52,7 +54,7 @@ bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000").split(",")
 
 workers = _env_int("GUNICORN_WORKERS", multiprocessing.cpu_count() * 2 + 1)
 # ASGI workers: one event loop per process serves every connection it accepts.
-worker_class = "uvicorn_worker.UvicornWorker"
+worker_class = "memoryadmin.worker.Worker"
 # The kernel's accept queue: connections not yet accepted by a worker wait here.
 backlog = _env_int("GUNICORN_BACKLOG", 2048)
 

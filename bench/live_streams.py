@@ -30,6 +30,8 @@ import httpx
 class Totals:
     def __init__(self):
         self.opened = self.refused = self.unavailable = self.ended = self.failed = self.sent = self.received = 0
+        # Streams the server ended with `event: timeout`: their worker stopping (recycled) says so.
+        self.timed_out = 0
         self.open_now = 0
         self.delays: list[float] = []
         self.all_open_at: float | None = None
@@ -71,6 +73,8 @@ async def hold_stream(host: str, port: int, path: str, cookie: str, totals: Tota
                     buffer += piece
                     while b"\n\n" in buffer:
                         event, buffer = buffer.split(b"\n\n", 1)
+                        if event.startswith(b"event: timeout"):
+                            totals.timed_out += 1
                         marker = event.find(b"data: sent=")
                         if marker >= 0:
                             totals.received += 1
@@ -145,7 +149,7 @@ async def main() -> None:
         task.cancel()
     await asyncio.gather(*holders, feeder, return_exceptions=True)
     print("STREAMS " + json.dumps({
-        "streams": args.streams, "opened": totals.opened, "refused": totals.refused, "unavailable": totals.unavailable, "ended_early": totals.ended,
+        "streams": args.streams, "opened": totals.opened, "refused": totals.refused, "unavailable": totals.unavailable, "ended_early": totals.ended, "timed_out": totals.timed_out,
         "failed": totals.failed, "all_open_after_s": round(totals.all_open_at - started, 1) if totals.all_open_at else None,
         "chunks_sent": totals.sent, "chunks_received": totals.received,
         "delay_p50_ms": round(_percentile(totals.delays, 0.5) * 1000, 1),

@@ -13,7 +13,9 @@ through BENCH_ADMIN_URL as in bench/run.py) is migrated and measured:
    time of a search, the database server's (from /proc, when it runs on this
    machine) and Python's, beside the wall times: figures load barely changes.
 2. Over HTTP (gunicorn, 2 workers, on 127.0.0.1), with `MemoryAdminStore`: a
-   batch of 100 puts as one request against a single put.
+   batch of 100 puts as one request against a single put, with the CPU time a
+   request costs the client, gunicorn's workers and the database server's
+   processes serving them (from /proc, when all run on this machine).
 3. 10,000 concurrent async calls (puts, gets, searches) from one client,
    against the same calls made one after another: calls per second.
 
@@ -141,7 +143,56 @@ def backend_cpu(connection) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def http_rows(url: str, key: str, rounds: int, calls: int) -> dict[str, float]:
+def processes_cpu(pids: list[int]) -> float:
+    """CPU seconds (user and system) the processes have used, from /proc; 0 for one that is gone."""
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes `pid` started (gunicorn's workers), from /proc; [] where /proc does not say."""
+    found: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as children:
+                found += [int(child) for child in children.read().split()]
+    except OSError:
+        return []
+    return found
+
+
+def server_backends(connection) -> list[int]:
+    """The database server's processes for the other connections to this database: the web server's."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        return [row[0] for row in cursor.fetchall()]
+
+
+def timed_cpu(fn, rounds: int, workers: list[int], connection) -> tuple[list[float], tuple[float, float, float]]:
+    """`timed`, and the CPU seconds a call cost the client (this process), the web server's workers
+    and the database server's processes serving them, each per call (/proc, so on this machine
+    only): figures load barely changes, beside wall times that it does."""
+    fn()  # the web server's connections to the database are open before they are looked up
+    backends = server_backends(connection)
+    client, server, database = time.process_time(), processes_cpu(workers), processes_cpu(backends)
+    samples = timed(fn, rounds)
+    calls = rounds + 2
+    return samples, (
+        (time.process_time() - client) / calls,
+        (processes_cpu(workers) - server) / calls,
+        (processes_cpu(backends) - database) / calls,
+    )
+
+
+def http_rows(url: str, key: str, rounds: int, calls: int, workers: list[int]) -> dict[str, float]:
+    from django.db import connection
     from langgraph.store.base import PutOp
 
     from memoryadmin_client.langgraph import MemoryAdminStore
@@ -150,13 +201,15 @@ def http_rows(url: str, key: str, rounds: int, calls: int) -> dict[str, float]:
     figures: dict[str, float] = {}
     try:
         counter = iter(range(10**9))
-        single = timed(lambda: store.put(("http", "single"), f"k{next(counter)}", {"text": "one put"}), rounds)
+        single, figures["single put cpu"] = timed_cpu(
+            lambda: store.put(("http", "single"), f"k{next(counter)}", {"text": "one put"}), rounds, workers, connection
+        )
 
         def batch():
             start = next(counter) * 100
             store.batch([PutOp(("http", "batch"), f"k{start + i}", {"text": f"put {i}"}) for i in range(100)])
 
-        batched = timed(batch, rounds)
+        batched, figures["100-put batch cpu"] = timed_cpu(batch, rounds, workers, connection)
         figures["single put p50"] = pct(single, 0.5)
         figures["100-put batch p50"] = pct(batched, 0.5)
 
@@ -239,7 +292,7 @@ def main() -> None:
         port = bench.free_port()
         server = bench.start_server(url, port)
         log(f"HTTP: single puts, 100-put batches, {calls:,} concurrent async calls …")
-        figures = http_rows(f"http://127.0.0.1:{port}", key, args.rounds, calls)
+        figures = http_rows(f"http://127.0.0.1:{port}", key, args.rounds, calls, child_pids(server.pid))
     finally:
         if server is not None:
             server.terminate()
@@ -266,15 +319,18 @@ def main() -> None:
             )
     ratio = figures["100-put batch p50"] / figures["single put p50"]
     speedup = figures["concurrent calls/s"] / figures["sequential calls/s"]
+    single_cpu, batch_cpu = figures["single put cpu"], figures["100-put batch cpu"]
+    cpu_ratio = sum(batch_cpu) / sum(single_cpu) if sum(single_cpu) else float("nan")
     lines += [
         "",
-        "| over HTTP (gunicorn, 2 workers), `MemoryAdminStore` | figure |",
-        "|---|---:|",
-        f"| one put (one request), p50 | {ms(figures['single put p50'])} ms |",
-        f"| a batch of 100 puts (one request, one transaction), p50 | {ms(figures['100-put batch p50'])} ms ({ratio:.1f}× one put) |",
-        f"| async calls one after another | {figures['sequential calls/s']:.0f} calls/s |",
+        "| over HTTP (gunicorn, 2 workers), `MemoryAdminStore` | figure | CPU per request: client, web server, database |",
+        "|---|---:|---:|",
+        f"| one put (one request), p50 | {ms(figures['single put p50'])} ms | {', '.join(ms(x) + ' ms' for x in single_cpu)} |",
+        f"| a batch of 100 puts (one request, one transaction), p50 | {ms(figures['100-put batch p50'])} ms ({ratio:.1f}× one put) |"
+        f" {', '.join(ms(x) + ' ms' for x in batch_cpu)} ({cpu_ratio:.1f}× one put) |",
+        f"| async calls one after another | {figures['sequential calls/s']:.0f} calls/s | |",
         f"| {calls:,} concurrent async calls (queued, 100 a request, 4 requests at a time) | "
-        f"{figures['concurrent calls/s']:.0f} calls/s, {figures['concurrent seconds']:.1f} s in all ({speedup:.1f}× sequential) |",
+        f"{figures['concurrent calls/s']:.0f} calls/s, {figures['concurrent seconds']:.1f} s in all ({speedup:.1f}× sequential) | |",
         "",
     ]
     report = "\n".join(lines)

@@ -49,6 +49,8 @@ _CONTAINERS = (dict, list, tuple)
 def text_storable(text: str) -> bool:
     if "\x00" in text:
         return False
+    if text.isascii():  # a flag of the string, read in constant time: no surrogate in it
+        return True
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -109,10 +111,13 @@ def depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
+_UNSTORABLE_STRING = "holds a NUL character or a lone surrogate, which cannot be stored"
+
+
 def _scalar_problem(item: Any) -> str | None:
     if isinstance(item, str):
         if not text_storable(item):
-            return "holds a NUL character or a lone surrogate, which cannot be stored"
+            return _UNSTORABLE_STRING
     elif isinstance(item, bool) or item is None:
         return None
     elif isinstance(item, int):
@@ -152,6 +157,10 @@ def json_problem(value: Any, *, depth_max: int = DOCUMENT_DEPTH_MAX, where: str 
                     return path, "has a key that is not a string"
                 if not text_storable(key):
                     return path, "has a key with a NUL character or a lone surrogate"
+                if type(inner) is str:  # the common leaf, checked here rather than by two calls
+                    if not text_storable(inner):
+                        return (f"{path}.{key}" if path else key), _UNSTORABLE_STRING
+                    continue
                 if isinstance(inner, _CONTAINERS):
                     stack.append((inner, depth + 1, f"{path}.{key}" if path else key))
                     continue
@@ -162,6 +171,10 @@ def json_problem(value: Any, *, depth_max: int = DOCUMENT_DEPTH_MAX, where: str 
                     item[key] = 0.0
         else:
             for index, inner in enumerate(item):
+                if type(inner) is str:
+                    if not text_storable(inner):
+                        return f"{path}[{index}]", _UNSTORABLE_STRING
+                    continue
                 if isinstance(inner, _CONTAINERS):
                     stack.append((inner, depth + 1, f"{path}[{index}]"))
                     continue

@@ -208,7 +208,7 @@ def _run_writes(actor, writes: list[_Op], outcomes: list[Outcome], *, atomic: bo
             outcomes[index].error = exc
 
     puts = [op for op in by_key.values() if op.kind == "put"]
-    for op, outcome in zip(puts, puts_apply(actor=actor, puts=[op.put for op in puts], now=now), strict=True):
+    for op, outcome in zip(puts, puts_apply(actor=actor, puts=[op.put for op in puts], now=now, items=False), strict=True):
         if isinstance(outcome, DomainError):
             refused(op, outcome)
     deletes = sorted((op for op in by_key.values() if op.kind == "delete"), key=lambda op: (namespace_to_path(op.namespace), op.key))

@@ -41,8 +41,15 @@ def _refuse(field: str, message: str) -> InvalidInput:
 
 
 def _nfc(text: str) -> str:
-    # is_normalized is a quick check, so the usual ASCII label costs no copy.
-    return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
+    # ASCII text is NFC (isascii reads a flag of the string); is_normalized is a quick check
+    # for the rest, so a label already in NFC costs no copy.
+    if text.isascii() or unicodedata.is_normalized("NFC", text):
+        return text
+    return unicodedata.normalize("NFC", text)
+
+
+def _utf8_length(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def namespace_validate(
@@ -63,7 +70,11 @@ def namespace_validate(
         raise _refuse(field, "must be a list of strings.")
     if len(value) > MAX_DEPTH:
         raise _refuse(field, f"has {len(value)} labels; at most {MAX_DEPTH}.")
+    plain = True
     for index, label in enumerate(value):
+        if type(label) is str and label and label.isascii() and SEPARATOR not in label and "\x00" not in label:
+            continue  # the usual label: fine, and NFC as it is
+        plain = False
         where = f"{field}[{index}]"
         if not isinstance(label, str):
             raise InvalidInput(f"{where}: a label must be a string.", fields={field: [f"label {index} is not a string."]})
@@ -79,13 +90,13 @@ def namespace_validate(
                 f"{where}: a label cannot contain NUL or a lone surrogate.",
                 fields={field: [f"label {index} contains NUL or a lone surrogate."]},
             )
-    namespace = tuple(_nfc(label) for label in value)
+    namespace = tuple(value) if plain else tuple(_nfc(label) for label in value)
     if for_write:
         if not namespace:
             raise _refuse(field, "cannot be empty.")
         if namespace[0] == RESERVED_ROOT:
             raise _refuse(field, f"the root label {RESERVED_ROOT!r} is reserved.")
-    if len(namespace_to_path(namespace).encode()) > MAX_PATH_BYTES:
+    if _utf8_length(namespace_to_path(namespace)) > MAX_PATH_BYTES:
         raise _refuse(field, f"is longer than {MAX_PATH_BYTES} bytes once joined with '.'.")
     return namespace
 
@@ -112,7 +123,7 @@ def key_validate(key: Any, *, field: str = "key") -> str:
     if not text_storable(key):
         raise _refuse(field, "cannot contain NUL or a lone surrogate.")
     key = _nfc(key)
-    if len(key.encode()) > MAX_KEY_BYTES:
+    if _utf8_length(key) > MAX_KEY_BYTES:
         raise _refuse(field, f"is longer than {MAX_KEY_BYTES} bytes.")
     return key
 

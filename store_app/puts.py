@@ -29,6 +29,7 @@ from django.utils.dateparse import parse_datetime
 
 from memoryadmin import policy
 from memoryadmin.errors import Forbidden, InvalidInput
+from memoryadmin.json import db_text
 
 from . import embedders, vectors as vec
 from .matching import value_validate
@@ -110,7 +111,7 @@ def puts_embed(puts: list[PutRequest]) -> None:
 
 _UPSERT_SQL = """
 INSERT INTO {table} AS item ({owner}, {path}, {depth}, {key}, {value}, {ttl}, {expires}, {created}, {updated}, {version})
-VALUES {rows}
+{rows}
 ON CONFLICT ({path}, {key}) DO UPDATE SET
     {owner} = excluded.{owner},
     {created} = CASE WHEN {expired} THEN excluded.{created} ELSE item.{created} END,
@@ -120,11 +121,26 @@ ON CONFLICT ({path}, {key}) DO UPDATE SET
     {updated} = excluded.{updated},
     {version} = excluded.{version}
 WHERE item.{owner} = excluded.{owner}
-RETURNING {id}, {path}, {key}, {created}, {inserted}, {version}
+RETURNING {id}, {path}, {key}, {inserted}, {version}{returned}
 """
 
+# Several puts on PostgreSQL: the rows as one JSON parameter, read by json_to_recordset, so that
+# the statement's text is the same for any number of puts (psycopg parses a statement's text for
+# its placeholders and keeps the result for short texts only: a VALUES list of ten placeholders a
+# row was parsed again, placeholder by placeholder, on every batch) and a row costs one JSON object
+# written in C instead of nine parameters adapted one by one. `n` keeps the rows in the order
+# given, (namespace, key), in which batches lock keys. One put keeps its one row of VALUES, which
+# PostgreSQL plans a little faster than the function scan.
+_PG_ROWS = (
+    "SELECT %s, given.p, given.d, given.k, given.v, given.t, given.e, %s, %s, {version}\n"
+    "FROM json_to_recordset(%s::json) AS given(n integer, p text, d smallint, k text, v jsonb, t interval, e timestamptz)\n"
+    "ORDER BY given.n"
+)
 
-def _upsert_sql(connection, rows: int) -> str:
+
+def _upsert_sql(connection, rows: int, *, created: bool) -> str:
+    """The upsert of `rows` puts (on PostgreSQL, of two or more, in one JSON parameter); RETURNING
+    each row's created_at when `created` (the single put answers its item)."""
     quote = connection.ops.quote_name
     names = {
         "table": quote(StoreItem._meta.db_table),
@@ -143,12 +159,17 @@ def _upsert_sql(connection, rows: int) -> str:
     # An existing row that has expired is no longer an item: its owner's put starts a new one
     # there (anyone else's is refused: the key stays its owner's until the sweep, ST3).
     expired = "(item.{expires} IS NOT NULL AND item.{expires} <= excluded.{updated})".format(**names)
+    returned = ", " + names["created"] if created else ""
+    postgresql = connection.vendor == "postgresql"
     # PostgreSQL tells a row it inserted (xmax 0), which has no vectors to replace; SQLite cannot.
-    inserted = "(xmax = 0)" if connection.vendor == "postgresql" else "0"
+    inserted = "(xmax = 0)" if postgresql else "0"
     # Every put replaces the item's vectors, so it gives them a version never used before (StoreItem.vectors_version).
-    version = f"nextval('{VERSION_SEQUENCE}')" if connection.vendor == "postgresql" else "%s"
-    values = ", ".join([f"(%s, %s, %s, %s, %s, %s, %s, %s, %s, {version})"] * rows)
-    return _UPSERT_SQL.format(expired=expired, inserted=inserted, rows=values, **names)
+    version = f"nextval('{VERSION_SEQUENCE}')" if postgresql else "%s"
+    if postgresql and rows > 1:
+        values = _PG_ROWS.format(version=version)
+    else:
+        values = "VALUES " + ", ".join([f"(%s, %s, %s, %s, %s, %s, %s, %s, %s, {version})"] * rows)
+    return _UPSERT_SQL.format(expired=expired, inserted=inserted, rows=values, returned=returned, **names)
 
 
 def _random_version() -> int:
@@ -169,6 +190,49 @@ def _as_datetime(value: Any):
     return value if timezone.is_aware(value) else value.replace(tzinfo=dt_timezone.utc)
 
 
+def _interval_text(ttl: timedelta) -> str:
+    """A TTL as PostgreSQL's interval input, as psycopg writes a timedelta ("1 day 0:00:30")."""
+    return str(ttl).replace(",", "")
+
+
+def _upsert_params(connection, actor, puts: list[PutRequest], paths: list[str], order: list[int], now) -> list[Any]:
+    """The upsert's parameters, rows in `order`: for several puts on PostgreSQL the owner, the
+    time twice and one JSON array of the rows; else nine parameters a row (and on SQLite its
+    vectors version)."""
+    stamp = _prep("updated_at", now, connection)
+    postgresql = connection.vendor == "postgresql"
+    if postgresql and len(puts) > 1:
+        rows = []
+        for n, i in enumerate(order):
+            put = puts[i]
+            row = {"n": n, "p": paths[i], "d": len(put.namespace), "k": put.key, "v": put.value}
+            if put.ttl is not None:
+                row["t"] = _interval_text(put.ttl)
+                row["e"] = (now + put.ttl).isoformat()
+            rows.append(row)
+        # db_text writes every stored value (doubles kept as doubles); the rows' other fields are
+        # strings and integers, which it writes as any JSON encoder does.
+        return [actor.pk, stamp, stamp, db_text(rows)]
+    params: list[Any] = []
+    for i in order:
+        put = puts[i]
+        expires_at = now + put.ttl if put.ttl is not None else None
+        params += [
+            actor.pk,
+            paths[i],
+            len(put.namespace),
+            put.key,
+            _prep("value", put.value, connection),
+            _prep("ttl", put.ttl, connection) if put.ttl is not None else None,
+            _prep("expires_at", expires_at, connection) if expires_at is not None else None,
+            stamp,
+            stamp,
+        ]
+        if not postgresql:
+            params.append(_random_version())
+    return params
+
+
 def put_apply(*, actor, put: PutRequest, now=None) -> StoreItem:
     """One put of `puts_apply`: the item written, or the 403 raised."""
     [outcome] = puts_apply(actor=actor, puts=[put], now=now)
@@ -177,53 +241,38 @@ def put_apply(*, actor, put: PutRequest, now=None) -> StoreItem:
     return outcome
 
 
-def puts_apply(*, actor, puts: list[PutRequest], now=None) -> list[StoreItem | Forbidden]:
+def puts_apply(*, actor, puts: list[PutRequest], now=None, items: bool = True) -> list[StoreItem | Forbidden | None]:
     """Upsert checked puts of distinct keys and replace their vectors, in three statements; run inside a transaction.
 
     An existing item may be overwritten by its owner only (anyone else, admins
     included: its place holds a 403 from memoryadmin.policy naming the owner, and
     that row is left as it was); a live one keeps its created_at, an expired one
     starts anew. A key stays its owner's while its row exists, expired or not. Rows go in (namespace, key) order, so that two batches lock the
-    keys they share in the same order.
+    keys they share in the same order. Each put's place holds the item written
+    (`items`, the single put's answer) or None (a batch, which answers null for a put).
     """
     if not puts:
         return []
     now = now or timezone.now()
     alias = router.db_for_write(StoreItem)
     connection = connections[alias]
-    order = sorted(range(len(puts)), key=lambda i: (namespace_to_path(puts[i].namespace), puts[i].key))
-    params: list[Any] = []
-    for i in order:
-        put = puts[i]
-        expires_at = now + put.ttl if put.ttl is not None else None
-        params += [
-            actor.pk,
-            namespace_to_path(put.namespace),
-            len(put.namespace),
-            put.key,
-            _prep("value", put.value, connection),
-            _prep("ttl", put.ttl, connection),
-            _prep("expires_at", expires_at, connection),
-            _prep("created_at", now, connection),
-            _prep("updated_at", now, connection),
-        ]
-        if connection.vendor != "postgresql":
-            params.append(_random_version())
+    paths = [namespace_to_path(put.namespace) for put in puts]
+    order = sorted(range(len(puts)), key=lambda i: (paths[i], puts[i].key))
+    params = _upsert_params(connection, actor, puts, paths, order, now)
     with connection.cursor() as cursor:
-        cursor.execute(_upsert_sql(connection, len(puts)), params)
-        written = {(path, key): (item_id, created_at, inserted, version) for item_id, path, key, created_at, inserted, version in cursor.fetchall()}
-    outcomes: list[StoreItem | Forbidden] = []
+        cursor.execute(_upsert_sql(connection, len(puts), created=items), params)
+        written = {(row[1], row[2]): row for row in cursor.fetchall()}
+    outcomes: list[StoreItem | Forbidden | None] = []
     replaced, vectors = [], []
-    refused = [put for put in puts if (namespace_to_path(put.namespace), put.key) not in written]
+    refused = [(path, put) for path, put in zip(paths, puts) if (path, put.key) not in written]
     owners = {}
     if refused:
         # One more query, only when some key is another user's: who owns it, for the refusal.
         wanted = Q()
-        for put in refused:
-            wanted |= Q(namespace_path=namespace_to_path(put.namespace), key=put.key)
+        for path, put in refused:
+            wanted |= Q(namespace_path=path, key=put.key)
         owners = {(path, key): owner for path, key, owner in StoreItem.objects.filter(wanted).values_list("namespace_path", "key", "owner_id")}
-    for put in puts:
-        path = namespace_to_path(put.namespace)
+    for path, put in zip(paths, puts):
         row = written.get((path, put.key))
         if row is None:
             try:
@@ -233,7 +282,7 @@ def puts_apply(*, actor, puts: list[PutRequest], now=None) -> list[StoreItem | F
                 refusal = exc
             outcomes.append(refusal)
             continue
-        item_id, created_at, inserted, version = row
+        item_id, inserted, version = row[0], row[3], row[4]
         if not inserted:
             replaced.append(item_id)
         for name, vector in put.vectors.items():
@@ -243,6 +292,9 @@ def puts_apply(*, actor, puts: list[PutRequest], now=None) -> list[StoreItem | F
                     item_id=item_id, namespace_path=path, path=name, dims=len(stored), norm=vec.norm(stored), vector=stored
                 )
             )
+        if not items:
+            outcomes.append(None)
+            continue
         outcomes.append(
             StoreItem(
                 id=item_id,
@@ -253,7 +305,7 @@ def puts_apply(*, actor, puts: list[PutRequest], now=None) -> list[StoreItem | F
                 value=put.value,
                 ttl=put.ttl,
                 expires_at=now + put.ttl if put.ttl is not None else None,
-                created_at=_as_datetime(created_at),
+                created_at=_as_datetime(row[5]),
                 updated_at=now,
                 vectors_version=version,
             )

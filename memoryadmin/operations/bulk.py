@@ -218,32 +218,29 @@ def bulk_job_get(*, actor, job_id: int) -> BulkJob:
     return job
 
 
-def _apply(job: BulkJob, thread: Thread, request) -> dict[str, int]:
-    """A clear or a release of one thread, through the service that does it for a single thread."""
-    actor = job.actor
-    if job.action == "clear":
-        result = services.thread_clear(actor=actor, thread_id=thread.thread_id, request=request)
-        return {"blocks": result["archived"], "checkpoints": 0}
-    result = lifecycle.checkpoint_release(actor=actor, thread_id=thread.thread_id, request=request)
-    return {"blocks": 0, "checkpoints": len(result["checkpoints"])}
-
-
-def _purge(job: BulkJob, threads: list[Thread], counts: dict[str, int], request) -> None:
-    """A purge's batch: thread_delete's rules for every thread of it, in a fixed number of
-    statements whatever its size (services.threads_delete); a thread deleted since is skipped."""
+def _apply(job: BulkJob, threads: list[Thread], counts: dict[str, int], request) -> None:
+    """A batch: the rules of the single thread's clear, release or delete for every thread of it,
+    in a fixed number of statements whatever its size (services.threads_clear,
+    lifecycle.checkpoints_release, services.threads_delete); a thread deleted since is skipped."""
     pks = [thread.pk for thread in threads]
-    checkpoints = dict(
-        Checkpoint.objects.filter(thread__in=pks).order_by().values_list("thread").annotate(n=Count("id")).values_list("thread", "n")
-    )
-    deleted = services.threads_delete(actor=job.actor, thread_pks=pks, request=request)
+    if job.action == "clear":
+        done = {pk: (result["archived"], 0) for pk, result in services.threads_clear(actor=job.actor, thread_pks=pks, request=request).items()}
+    elif job.action == "release":
+        done = {pk: (0, n) for pk, n in lifecycle.checkpoints_release(actor=job.actor, thread_pks=pks, request=request).items()}
+    else:
+        checkpoints = dict(
+            Checkpoint.objects.filter(thread__in=pks).order_by().values_list("thread").annotate(n=Count("id")).values_list("thread", "n")
+        )
+        deleted = services.threads_delete(actor=job.actor, thread_pks=pks, request=request)
+        done = {pk: (result["active"] + result["archived"], checkpoints.get(pk, 0)) for pk, result in deleted.items()}
     for thread in threads:
-        done = deleted.get(thread.pk)
-        if done is None:
+        if thread.pk not in done:
             counts["skipped"] = counts.get("skipped", 0) + 1
         else:
+            blocks, removed = done[thread.pk]
             counts["threads"] += 1
-            counts["blocks"] += done["active"] + done["archived"]
-            counts["checkpoints"] += checkpoints.get(thread.pk, 0)
+            counts["blocks"] += blocks
+            counts["checkpoints"] += removed
         job.cursor = thread.pk
         job.processed += 1
 
@@ -285,20 +282,8 @@ def bulk_step(*, actor, job_id: int, batch: int = BATCH, request=None) -> BulkJo
                 .order_by("pk")[:batch]
             )
             counts = dict(job.counts)
-            if job.action == "purge":
-                _purge(job, threads, counts, request)
-            for thread in threads if job.action != "purge" else ():
-                try:
-                    with transaction.atomic():
-                        done = _apply(job, thread, request)
-                except NotFound:
-                    counts["skipped"] = counts.get("skipped", 0) + 1
-                else:
-                    counts["threads"] += 1
-                    counts["blocks"] += done["blocks"]
-                    counts["checkpoints"] += done["checkpoints"]
-                job.cursor = thread.pk
-                job.processed += 1
+            if threads:
+                _apply(job, threads, counts, request)
             job.counts = counts
             if len(threads) < batch:
                 _finish(job, request)

@@ -152,6 +152,13 @@ class Kept:
     moved: bool = False  # the save wrote the thread row (its updated_at is new)
 
 
+def _stale_head() -> PreconditionFailed:
+    return PreconditionFailed(
+        "The thread's messages changed since that head; send the step's messages whole.",
+        fields={"messages.head": ["is not the head of the thread's messages."]},
+    )
+
+
 def _active_head(thread: Thread, agent: str) -> tuple[int, int, str] | None:
     """(seq, position, chain_hash) of the agent's last active block: one indexed row."""
     return (
@@ -180,15 +187,16 @@ def conversation_keep(
         head = _active_head(thread, agent)
         stored = head[2] if head else ""
         if stored != delta.head:
-            raise PreconditionFailed(
-                "The thread's messages changed since that head; send the step's messages whole.",
-                fields={"messages.head": ["is not the head of the thread's messages."]},
-            )
+            raise _stale_head()
         return Kept(_ref(channel, agent, head[0] if head else 0, head[1] + 1 if head else 0), stored)
     if delta is not None:
-        result = thread_append.thread_append_messages(
-            actor=actor, thread_id=thread.thread_id, agent_code=agent, messages=delta.append, expect_head=delta.head
-        )
+        try:
+            result = thread_append.thread_append_messages(
+                actor=actor, thread_id=thread.thread_id, agent_code=agent, messages=delta.append, expect_head=delta.head
+            )
+        except PreconditionFailed as exc:
+            # Its only guard is the head: said of the body's field, as the check above says it.
+            raise _stale_head() from exc
     else:
         result = thread_services.thread_save_agent_state(
             actor=actor, thread_id=thread.thread_id, agent_code=agent, context=values

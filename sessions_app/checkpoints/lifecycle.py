@@ -6,10 +6,11 @@ import uuid
 from typing import Any, Iterable
 
 from django.db import IntegrityError, transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from memoryadmin import policy
-from memoryadmin.audit import audit_record
+from memoryadmin.audit import audit_record, audit_records
 from memoryadmin.errors import Conflict, InvalidInput
 from memoryadmin.jsoncheck import text_input_check
 
@@ -19,8 +20,8 @@ from sessions_app.checkpoints.selectors import checkpoint_as_dict, checkpoints_o
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
 from sessions_app.checkpoints.removal import checkpoints_keep_newest, checkpoints_remove, thread_checkpoints_remove
 from sessions_app.threads.models import Thread
-from sessions_app.threads.notify import stream_end_fields, thread_notify
-from sessions_app.threads.selectors import thread_get_for_read, thread_get_for_write, thread_id_validate
+from sessions_app.threads.notify import stream_end_fields, thread_notify, threads_notify
+from sessions_app.threads.selectors import thread_get_for_read, thread_get_for_write, thread_id_validate, threads_get_for_write
 from sessions_app.checkpoints.services import RUN_ID_MAX, _ensure_may_write, _json_field_value, _json_object, _thread_for_write
 
 
@@ -57,6 +58,36 @@ def checkpoint_release(*, actor, thread_id: str, request=None) -> dict[str, Any]
         request=request,
     )
     return {"thread_id": thread.thread_id, "checkpoints": released}
+
+@transaction.atomic
+def checkpoints_release(*, actor, thread_pks: list[int], request=None) -> dict[int, int]:
+    """`checkpoint_release` for many threads at once (a bulk release's batch), by its rules, in a
+    fixed number of statements whatever their number: the threads locked and each allowed (one
+    refusal refuses them all), every checkpoint and write removed, their open live streams ended,
+    one audit event per thread. Answers how many checkpoints each thread had, by its primary key
+    (not the checkpoints themselves, which only the saver's single release returns); a thread
+    deleted meanwhile is not in it."""
+    threads = threads_get_for_write(actor=actor, thread_pks=thread_pks, action="checkpoint.release")
+    if not threads:
+        return {}
+    pks = [thread.pk for thread in threads]
+    counts = dict(
+        Checkpoint.objects.filter(thread__in=pks).order_by().values_list("thread").annotate(n=Count("id")).values_list("thread", "n")
+    )
+    thread_checkpoints_remove(pks)
+    Thread.objects.filter(pk__in=pks).update(updated_at=timezone.now(), **stream_end_fields("released"))
+    threads_notify(pks, "released")
+    audit_records(
+        actor=actor,
+        action="checkpoint.release",
+        events=[
+            (f"thread:{thread.thread_id}", {"owner": thread.owner.get_username(), "checkpoints": counts.get(thread.pk, 0)})
+            for thread in threads
+        ],
+        request=request,
+    )
+    return {thread.pk: counts.get(thread.pk, 0) for thread in threads}
+
 
 @transaction.atomic
 def checkpoint_delete_thread(*, actor, thread_id: str, request=None) -> int:

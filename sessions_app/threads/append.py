@@ -40,10 +40,11 @@ def _validate_messages(messages: Any) -> list:
     return messages
 
 
-def _moved(detail: str) -> PreconditionFailed:
+def _moved(detail: str, field: str = "If-Match") -> PreconditionFailed:
+    """The 412 of a guard that does not hold, naming the header or field that carried it."""
     return PreconditionFailed(
         f"The thread changed since you read it ({detail}); read it again or save the full context.",
-        fields={"If-Match": [detail]},
+        fields={field: [detail]},
     )
 
 
@@ -146,7 +147,7 @@ def _append_locked(
     )
     stored, head = (last[0] + 1, last[1]) if last else (0, "")
     if expect_head is not None and expect_head != head:
-        raise _moved("the chain head is not the one expected")
+        raise _moved("the chain head is not the one expected", field="head")
     limit = settings.MEMORYADMIN_MAX_CONTEXT_MESSAGES
     if stored + len(parsed) > limit:
         raise InvalidInput(

@@ -67,6 +67,18 @@ def thread_get_for_write(*, actor, thread_id: str, action: str, lock: bool = Fal
     return thread
 
 
+def threads_get_for_write(*, actor, thread_pks, action: str) -> list[Thread]:
+    """`thread_get_for_write` for many threads at once (a bulk job's batch): locked in primary-key
+    order, with their owners, each one allowed by the policy (one refusal refuses them all, 403).
+    A thread deleted meanwhile is not in the list."""
+    threads = list(
+        Thread.objects.select_related("owner").select_for_update(of=("self",)).filter(pk__in=list(thread_pks)).order_by("pk")
+    )
+    for thread in threads:
+        policy.ensure_may_write(actor, owner_id=thread.owner_id, target=f"thread:{thread.thread_id}", action=action)
+    return threads
+
+
 def thread_etag(thread: Thread) -> str:
     """A strong entity tag of the thread's conversation state.
 

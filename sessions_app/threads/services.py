@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Case, Count, F, OuterRef, Subquery, Value, When
 from django.utils import timezone
 
 from memoryadmin import policy
@@ -28,7 +29,7 @@ from memoryadmin.metrics import BLOCK_APPEND, BLOCK_ARCHIVE_WRITE, BLOCK_PERSIST
 from sessions_app.threads.messages import ContextHasher, ParsedMessage, parse_message
 from sessions_app.threads.notify import stream_end_fields, thread_notify, threads_notify
 from .models import TITLE_MAX, Block, Thread, thread_rows_delete, threads_rows_delete
-from sessions_app.threads.selectors import etag_matches, thread_etag, thread_get_for_write, thread_id_validate
+from sessions_app.threads.selectors import etag_matches, thread_etag, thread_get_for_write, thread_id_validate, threads_get_for_write
 
 AGENT_CODE_MAX = 64
 
@@ -490,17 +491,52 @@ def thread_clear(*, actor, thread_id: str, request=None) -> dict[str, int]:
 
 
 @transaction.atomic
+def threads_clear(*, actor, thread_pks: list[int], request=None) -> dict[int, dict[str, int]]:
+    """`thread_clear` for many threads at once (a bulk clear's batch), by its rules, in a fixed number
+    of statements whatever their number: the threads locked and each allowed (one refusal refuses
+    them all, nothing cleared), every active block archived as that thread's next rewrite,
+    extra_state dropped, their open live streams ended, one audit event per thread. Answers each
+    cleared thread's counts by its primary key, as `thread_clear` does; a thread deleted meanwhile
+    is not in it."""
+    threads = threads_get_for_write(actor=actor, thread_pks=thread_pks, action="thread.clear")
+    if not threads:
+        return {}
+    pks = [thread.pk for thread in threads]
+    active = Block.objects.filter(thread__in=pks, archived=False)
+    archived = dict(active.order_by().values_list("thread").annotate(n=Count("id")).values_list("thread", "n"))
+    now = timezone.now()
+    # Each thread's blocks go as its own next rewrite (its rewrite_count, raised just below).
+    active.update(
+        archived=True, archived_at=now,
+        archived_by=Subquery(Thread.objects.filter(pk=OuterRef("thread_id")).values("rewrite_count")[:1]) + 1,
+    )
+    Thread.objects.filter(pk__in=pks).update(
+        rewrite_count=F("rewrite_count") + 1, active_count=0, extra_state=None, updated_at=now,
+        archived_count=F("archived_count") + Case(*[When(pk=pk, then=Value(n)) for pk, n in archived.items()], default=Value(0)),
+        **stream_end_fields("cleared"),
+    )
+    threads_notify(pks, "cleared")
+    results, events = {}, []
+    for thread in threads:
+        count = archived.get(thread.pk, 0)
+        before = {"active_blocks": thread.active_count, "archived_blocks": thread.archived_count}
+        after = {"active_blocks": 0, "archived_blocks": thread.archived_count + count}
+        results[thread.pk] = {"archived": count, **after}
+        events.append((f"thread:{thread.thread_id}", {"before": before, "after": after, "archived": count}))
+    audit_records(actor=actor, action="thread.clear", events=events, request=request)
+    total = sum(archived.values())
+    transaction.on_commit(lambda: BLOCK_ARCHIVE_WRITE.inc(total))
+    return results
+
+
+@transaction.atomic
 def threads_delete(*, actor, thread_pks: list[int], request=None) -> dict[int, dict[str, int]]:
     """`thread_delete` for many threads at once (a bulk purge's batch), by its rules, in a fixed
     number of statements whatever their number: the threads locked, each one allowed by the policy
     (one refusal refuses them all, nothing deleted), their open live streams told, everything they
     hold deleted, one audit event per thread. Answers each deleted thread's counts by its primary
     key; a thread deleted meanwhile is not in it."""
-    threads = list(
-        Thread.objects.select_related("owner").select_for_update(of=("self",)).filter(pk__in=list(thread_pks)).order_by("pk")
-    )
-    for thread in threads:
-        policy.ensure_may_write(actor, owner_id=thread.owner_id, target=f"thread:{thread.thread_id}", action="thread.delete")
+    threads = threads_get_for_write(actor=actor, thread_pks=thread_pks, action="thread.delete")
     if not threads:
         return {}
     pks = [thread.pk for thread in threads]

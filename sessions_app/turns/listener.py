@@ -34,6 +34,7 @@ from contextlib import suppress
 from django.conf import settings
 from django.db import connection
 
+from memoryadmin import draining
 from sessions_app.threads.notify import ENDS, thread_channel, thread_notify
 
 log = logging.getLogger(__name__)
@@ -274,3 +275,16 @@ def listener() -> Listener:
     if found is None or found._task.done():
         found = _listeners[loop] = Listener(_conninfo())
     return found
+
+
+def wake_all() -> None:
+    """Wake every stream waiting on this event loop's listener (the worker stops: memoryadmin/draining.py)."""
+    try:
+        found = _listeners.get(asyncio.get_running_loop())
+    except RuntimeError:
+        return
+    if found is not None:
+        found._wake()
+
+
+draining.on_stop(wake_all)

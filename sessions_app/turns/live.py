@@ -15,7 +15,8 @@ asyncio event, holding no thread and no database connection between its reads.
   thread (sync_to_async), the connection given back after each read, at most
   STREAM_DB_SLOTS at a time (`database_slot`).
 - the end: `event: finished` when the followed turn is finished or discarded,
-  `event: timeout` after `max_seconds` or when the lease is lost, `event: ended`
+  `event: timeout` after `max_seconds`, when the lease is lost or when the worker
+  stops (memoryadmin/worker.py: its streams end first, so it can exit), `event: ended`
   (with the reason, sessions_app/threads/notify.py) when the thread was deleted,
   cleared, released, its checkpoints deleted or its owner erased: on PostgreSQL the
   notification of that write ends the stream without another read; a read that finds
@@ -41,6 +42,7 @@ from django.db import connection
 from django.utils import timezone
 from django.utils.html import escape
 
+from memoryadmin import draining
 from memoryadmin.requestthread import shared_threads
 from sessions_app.threads.notify import ENDS
 from sessions_app.turns import listener
@@ -341,6 +343,10 @@ async def turn_events(
             if watch is not None and watch.ended:
                 # Deleted, cleared, released, erased: said, and nothing of the thread read again.
                 yield sse("ended", ENDS[watch.ended])
+                return
+            if draining.stopping():
+                # The worker stops (memoryadmin/worker.py): the page opens a new stream elsewhere.
+                yield sse("timeout", "")
                 return
             if woken:
                 pending, after, chunks, (end, end_at) = await read(thread_pk, followed, after, resume)

@@ -183,3 +183,36 @@ def test_bad_namespaces_are_refused_before_anything_is_sent(alice_store):
     with pytest.raises(ValueError):
         alice_store.batch([PutOp(("ok",), "k", {"v": 1}), PutOp(("bad.label",), "k", {"v": 1})])
     assert not StoreItem.objects.exists()
+
+
+def test_a_nan_in_a_batch_is_refused_naming_its_field_before_anything_is_sent(alice_store):
+    # The request's body is made strict JSON once for all its operations; the one at fault is named.
+    with pytest.raises(StoreInvalidError) as refused:
+        alice_store.batch([PutOp(("ok",), "k1", {"v": 1}), PutOp(("ok",), "k2", {"v": float("nan")})])
+    assert "value" in refused.value.errors
+    with pytest.raises(StoreInvalidError) as refused:
+        alice_store.batch([PutOp(("ok",), "k1", {"v": 1}), SearchOp(("ok",), filter={"v": {"$gt": float("inf")}})])
+    assert "filter" in refused.value.errors
+    with pytest.raises(StoreInvalidError) as refused:
+        # A NaN before an operation the client cannot send is the error, in the operations' order.
+        two_prefixes = (MatchCondition("prefix", ("a",)), MatchCondition("prefix", ("b",)))
+        alice_store.batch([PutOp(("ok",), "k1", {"v": float("nan")}), ListNamespacesOp(match_conditions=two_prefixes)])
+    assert "value" in refused.value.errors
+    assert not StoreItem.objects.exists()
+
+
+def test_concurrent_async_calls_with_a_nan_fail_alone(alice_store):
+    async def calls():
+        return await asyncio.gather(
+            alice_store.aput(("ok",), "good", {"v": 1}),
+            alice_store.aput(("ok",), "bad", {"v": float("-inf")}),
+            alice_store.asearch(("ok",), filter={"v": float("nan")}),
+            alice_store.aput(("ok",), "fine", {"v": 2}),
+            return_exceptions=True,
+        )
+
+    answers = run_in_new_loop(calls)
+    assert answers[0] is None and answers[3] is None
+    assert isinstance(answers[1], StoreInvalidError) and "value" in answers[1].errors
+    assert isinstance(answers[2], StoreInvalidError) and "filter" in answers[2].errors
+    assert dict(StoreItem.objects.values_list("key", "value")) == {"good": {"v": 1}, "fine": {"v": 2}}

@@ -92,6 +92,9 @@ WRITES = {
     "sessions_app.threads.append.thread_append_messages": (OWNER, lambda a, w: append.thread_append_messages(
         actor=a, thread_id="t1", agent_code="bot", messages=turns(2))),
     "sessions_app.threads.services.thread_clear": (ADMIN, lambda a, w: threads.thread_clear(actor=a, thread_id="t1")),
+    # A bulk clear's batch: thread_clear's rule for every thread of it.
+    "sessions_app.threads.services.threads_clear": (ADMIN, lambda a, w: threads.threads_clear(
+        actor=a, thread_pks=[Thread.objects.get(thread_id="t1").pk])),
     "sessions_app.threads.services.thread_delete": (OWNER, lambda a, w: threads.thread_delete(actor=a, thread_id="t1")),
     # A bulk purge's batch: thread_delete's rule for every thread of it.
     "sessions_app.threads.services.threads_delete": (OWNER, lambda a, w: threads.threads_delete(
@@ -108,6 +111,9 @@ WRITES = {
         actor=a, thread_id="t1", checkpoint_id="lg-1", values='{"note": "x"}')),
     "sessions_app.checkpoints.lifecycle.checkpoint_release": (ADMIN, lambda a, w: lifecycle.checkpoint_release(
         actor=a, thread_id="t1")),
+    # A bulk release's batch: checkpoint_release's rule for every thread of it.
+    "sessions_app.checkpoints.lifecycle.checkpoints_release": (ADMIN, lambda a, w: lifecycle.checkpoints_release(
+        actor=a, thread_pks=[Thread.objects.get(thread_id="t1").pk])),
     "sessions_app.checkpoints.lifecycle.checkpoint_delete_thread": (OWNER, lambda a, w: lifecycle.checkpoint_delete_thread(
         actor=a, thread_id="t1")),
     "sessions_app.checkpoints.lifecycle.checkpoint_prune": (OWNER, lambda a, w: lifecycle.checkpoint_prune(

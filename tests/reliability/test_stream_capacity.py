@@ -343,3 +343,79 @@ def test_leases_are_renewed_while_every_read_and_request_of_the_worker_waits(wat
         waker.close()
         requests.shutdown(wait=False, cancel_futures=True)
         server.stop()
+
+
+def _exited(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A worker that exited stays a zombie until gunicorn reaps it.
+    with suppress(OSError):
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+    return False
+
+
+def test_a_worker_recycled_after_max_requests_ends_its_streams_and_exits_at_once(watched, alice):
+    """A worker that stops (here: after max_requests, as gunicorn.conf.py recycles them; a deploy's
+    SIGTERM goes the same way) does not wait on its open streams until gunicorn kills it
+    (`timeout`, 30 s): each stream gets `event: timeout` at once (the page opens a new one), their
+    leases are released, the worker exits and its successor serves new streams."""
+    path, session = watched
+    server = _server(
+        GUNICORN_WORKERS="1", GUNICORN_MAX_REQUESTS="30", GUNICORN_MAX_REQUESTS_JITTER="0",
+        GUNICORN_GRACEFUL_TIMEOUT="30", GUNICORN_TIMEOUT="30",
+    )
+    try:
+        turns.turn_begin(actor=alice, thread_id="watched", question="q")
+        watchers = _open(server, path, session, 5)
+        _read_until(watchers, lambda w: b"retry: 2000" in w.body, timeout=5)
+        (pid,) = {lease.pid for lease in _leases()}
+        # Past max_requests, each request on a fresh connection.
+        for _ in range(30):
+            with suppress(httpx.HTTPError):
+                httpx.get(f"{server.url}/healthz", timeout=5)
+            if any(b"event: timeout" in w.body for w in watchers):
+                break
+        took = _read_until(watchers, lambda w: b"event: timeout" in w.body, timeout=10)
+        assert took < 10
+        stopped = time.monotonic()
+        while (_leases() or not _exited(pid)) and time.monotonic() - stopped < 10:
+            time.sleep(0.1)
+        assert not _leases() and _exited(pid)
+        for watcher in watchers:
+            watcher.leave()
+        # Its successor serves streams (gunicorn starts it as the old one exits).
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with suppress(httpx.HTTPError, OSError, AssertionError):
+                (again,) = _open(server, path, session, 1)
+                break
+            time.sleep(0.2)
+        assert {lease.pid for lease in _leases()} - {pid}
+        again.leave()
+        assert "WORKER TIMEOUT" not in server.log.read_text()
+    finally:
+        server.stop()
+
+
+def test_a_server_stopped_with_streams_open_exits_within_seconds(watched, alice):
+    """SIGTERM (a deploy) with streams open: the streams end and the server exits well within
+    its graceful timeout, instead of after it."""
+    path, session = watched
+    server = _server(GUNICORN_GRACEFUL_TIMEOUT="30")
+    try:
+        turns.turn_begin(actor=alice, thread_id="watched", question="q")
+        watchers = _open(server, path, session, 10)
+        _read_until(watchers, lambda w: b"retry: 2000" in w.body, timeout=5)
+        server.proc.terminate()
+        stopped = time.monotonic()
+        _read_until(watchers, lambda w: b"event: timeout" in w.body, timeout=10)
+        server.proc.wait(timeout=20)
+        assert time.monotonic() - stopped < 10
+        assert not _leases()
+        for watcher in watchers:
+            with suppress(OSError):
+                watcher.leave()
+    finally:
+        server.stop()

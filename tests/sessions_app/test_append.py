@@ -98,7 +98,7 @@ def test_over_http_with_etags(alice_api):
     assert stale.status_code == 412 and "If-Match" in stale.json()["errors"]
     wrong_head = alice_api.post(APPEND.format("t1"), {"agent_code": "bot", "messages": turns(1, "c"), "head": body["head"]},
                                 format="json")
-    assert wrong_head.status_code == 412
+    assert wrong_head.status_code == 412 and list(wrong_head.json()["errors"]) == ["head"], wrong_head.content
     assert alice_api.get(STATE.format("t1")).json()["context"] == turns(2) + turns(2, "b")
 
 

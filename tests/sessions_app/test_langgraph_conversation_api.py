@@ -80,6 +80,8 @@ def test_a_delta_against_another_head_is_a_412_and_writes_nothing(alice_api):
     for delta in ({"head": "0" * 64, "append": [human(2)]}, {"head": "0" * 64, "append": []}):
         answer = put(alice_api, "lg-3", body("c2", None, parent="c1", delta=delta))
         assert answer.status_code == 412, answer.content
+        # The head travels in the body, not in a header: the answer names that field.
+        assert list(answer.json()["errors"]) == ["messages.head"], answer.content
         assert (Checkpoint.objects.count(), Block.objects.count()) == before
 
 

@@ -126,3 +126,54 @@ def test_gets_cost_the_same_queries_for_five_or_a_hundred(alice, alice_api):
         return len([q for q in queries.captured_queries if "store_app_storeitem" in q["sql"]])
 
     assert gets(5) == gets(100)
+
+
+def test_puts_cost_the_same_queries_for_five_or_a_hundred(alice, alice_api):
+    """One upsert for all the puts (with TTLs, vectors, overwrites), one DELETE and one INSERT of vectors."""
+    for i in range(200):
+        services.store_item_put(actor=alice, namespace=["b"], key=f"old{i}", value={"i": i}, vectors={"t": [1.0, 0.0]}, dims=2)
+
+    def puts(count, prefix):
+        ops = [
+            put(f"{prefix}{i}" if i % 2 else f"old{i}", {"i": i, "text": "é" * (i % 3)}, ttl=1 + i if i % 3 else None,
+                vectors={"t": [0.5, float(i)]}, dims=2)
+            for i in range(count)
+        ]
+        with CaptureQueriesContext(connection) as queries:
+            response = run(alice_api, ops)
+        assert response.status_code == 200, response.content
+        assert response.json() == {"results": [{"result": None}] * count}
+        return len(queries.captured_queries)
+
+    puts(1, "w")  # the key's first request looks it up; the next ones find it in the process's cache
+    assert puts(5, "a") == puts(100, "b")
+    assert StoreItem.objects.get(key="b99").value == {"i": 99, "text": ""}
+
+
+def test_a_batch_stores_what_single_puts_store(alice, alice_api):
+    """Values, TTLs and times as the single put writes them, whatever the statement the batch runs."""
+    values = [
+        {"double": 1e20, "small": 1.5e-7, "long": 12345678901234567890123456789, "zero": -0.0},
+        {"text": "naïve café ☕ 😀", "nested": {"list": [1, 2.5, None, True, {"deep": ["x"]}]}},
+        {"quote": 'a "quoted" \\ back\\slash', "e": "1e+20 stays text", "empty": {}},
+    ]
+    ttls = [None, 0.5, 1440.25]
+    single = [(f"s{i}", value, ttl) for i, (value, ttl) in enumerate(zip(values, ttls))]
+    for key, value, ttl in single:
+        services.store_item_put(actor=alice, namespace=["b", "single"], key=key, value=value, ttl=ttl)
+    response = run(alice_api, [put(f"s{i}", value, ("b", "many"), ttl=ttl) for i, (value, ttl) in enumerate(zip(values, ttls))])
+    assert response.status_code == 200, response.content
+    got = run(alice_api, [{**get(key, ns), "refresh_ttl": False} for ns in (("b", "single"), ("b", "many")) for key, _, _ in single]).json()["results"]
+    assert [entry["result"]["value"] for entry in got[:3]] == [entry["result"]["value"] for entry in got[3:]]
+    assert got[0]["result"]["value"]["double"] == 1e20 and got[0]["result"]["value"]["long"] == 12345678901234567890123456789
+    for key, _, ttl in single:
+        one, many = StoreItem.objects.get(namespace_path="b.single", key=key), StoreItem.objects.get(namespace_path="b.many", key=key)
+        assert many.ttl == one.ttl
+        assert (many.expires_at - many.updated_at) == (one.expires_at - one.updated_at) if ttl else many.expires_at is None
+        assert many.created_at == many.updated_at
+    # Overwritten by a batch: created_at kept, the TTL replaced (or removed).
+    created = StoreItem.objects.get(namespace_path="b.many", key="s1").created_at
+    assert run(alice_api, [put("s1", {"v": 2}, ("b", "many")), put("s2", {"v": 3}, ("b", "many"), ttl=5)]).status_code == 200
+    again = StoreItem.objects.get(namespace_path="b.many", key="s1")
+    assert again.created_at == created and again.value == {"v": 2} and again.ttl is None and again.expires_at is None
+    assert StoreItem.objects.get(namespace_path="b.many", key="s2").ttl.total_seconds() == 300

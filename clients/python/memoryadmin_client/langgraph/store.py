@@ -62,7 +62,7 @@ from langgraph.store.base import (
 )
 
 from ..errors import MemoryAdminStoreError, StoreForbiddenError, StoreInvalidError, error_class, refused_here
-from ..http import RETRIES, Call, HTTPClient, RetryPolicy
+from ..http import RETRIES, Call, HTTPClient, RetryPolicy, encode_json
 
 # The server's bound on one batch (store_app.batch.MAX_BATCH_OPS).
 MAX_BATCH_OPS = 1000
@@ -118,6 +118,28 @@ def _finite(value: Any, *, field: str) -> None:
         json.dumps(value, allow_nan=False)
     except ValueError as exc:
         raise refused_here(field=field, message=f"must be JSON without NaN or infinity ({exc}).") from None
+
+
+# The fields of an operation's body that hold the caller's numbers, and the field a NaN there is named by.
+_CHECKED_FIELDS = {"put": (("value", "value"), ("vectors", "index")), "search": (("filter", "filter"), ("query_vector", "query"))}
+
+
+def _check_finite(body: dict[str, Any]) -> None:
+    """An operation's body is strict JSON, or a MemoryAdminInvalid naming the field that is not."""
+    for name, field in _CHECKED_FIELDS.get(body["op"], ()):
+        if name in body:
+            _finite(body[name], field=field)
+
+
+def _encoded(payload: dict[str, Any], bodies: list[dict[str, Any]]) -> bytes:
+    """The request's body as strict JSON bytes, written once for all its operations; when it is
+    not strict JSON, the first operation at fault is named (its value, filter or vectors)."""
+    try:
+        return encode_json(body=payload)
+    except ValueError:
+        for body in bodies:
+            _check_finite(body)
+        raise
 
 
 class _Embedding:
@@ -260,16 +282,38 @@ class MemoryAdminStore(BaseStore):
                 sent.append((position, self._body(op, position, embedding)))
             except (ValueError, NotImplementedError) as exc:
                 answers[position] = exc
+        payload = {"ops": [body for _, body in sent], "atomic": False}
+        try:
+            content = encode_json(body=payload)
+        except ValueError:
+            # Some operation is not strict JSON: each one is checked on its own, the others go.
+            kept = []
+            for position, body in sent:
+                try:
+                    _check_finite(body)
+                    kept.append((position, body))
+                except ValueError as exc:
+                    answers[position] = exc
+            sent, content = kept, None
+            payload = {"ops": [body for _, body in sent], "atomic": False}
         if sent:
-            call = Call("POST", "/store/batch", body={"ops": [body for _, body in sent], "atomic": False})
+            call = Call("POST", "/store/batch", body=payload, content=content)
             replies = self._answers([ops[position] for position, _ in sent], await self.http.asend(call), atomic=False)
             for (position, _), reply in zip(sent, replies, strict=True):
                 answers[position] = reply
         return answers
 
     def _call(self, ops: list[Op], embedding: _Embedding, *, atomic: bool) -> Call:
-        bodies = [self._body(op, position, embedding) for position, op in enumerate(ops)]
-        return Call("POST", "/store/batch", body={"ops": bodies, "atomic": atomic})
+        bodies: list[dict[str, Any]] = []
+        try:
+            for position, op in enumerate(ops):
+                bodies.append(self._body(op, position, embedding))
+        except (ValueError, NotImplementedError):
+            for body in bodies:  # a NaN in an earlier operation is the error, as the operations come
+                _check_finite(body)
+            raise
+        payload = {"ops": bodies, "atomic": atomic}
+        return Call("POST", "/store/batch", body=payload, content=_encoded(payload, bodies))
 
     def _answers(self, ops: list[Op], response: httpx.Response | None, *, atomic: bool) -> list[Any]:
         """Each operation's result; not atomic, a refused operation's place holds its error instead."""
@@ -307,8 +351,8 @@ class MemoryAdminStore(BaseStore):
         if isinstance(op, PutOp):
             if op.value is None:
                 return {"op": "delete", "namespace": list(op.namespace), "key": op.key}
+            # NaN and infinity are looked for once, in the request's whole body (`_encoded`).
             body: dict[str, Any] = {"op": "put", "namespace": list(op.namespace), "key": op.key, "value": dict(op.value)}
-            _finite(body["value"], field="value")
             if op.index is not None:
                 body["index"] = op.index
             if op.ttl is not None:
@@ -317,10 +361,8 @@ class MemoryAdminStore(BaseStore):
                 # Always sent with an index, even empty: the server's own embedder must not embed it otherwise.
                 body["vectors"] = {name: embedding.vectors[text] for name, text in embedding.texts[position]}
                 body["dims"] = self.index_config["dims"]
-                _finite(body["vectors"], field="index")
             return body
         if isinstance(op, SearchOp):
-            _finite(op.filter, field="filter")
             body = {
                 "op": "search",
                 "namespace_prefix": list(op.namespace_prefix),
@@ -333,7 +375,6 @@ class MemoryAdminStore(BaseStore):
             if op.query in embedding.query_vectors:
                 body["query_vector"] = embedding.query_vectors[op.query]
                 body["dims"] = self.index_config["dims"]
-                _finite(body["query_vector"], field="query")
             return body
         if isinstance(op, ListNamespacesOp):
             body = {"op": "list_namespaces", "max_depth": op.max_depth, "limit": op.limit, "offset": op.offset}
