@@ -462,6 +462,16 @@ def measure_cpu(fig: Figures, cfg: Config, rng: random.Random, savers: dict[str,
     log(f"  client CPU: {time.perf_counter() - started:.1f}s")
 
 
+def _loop_thread_times() -> tuple[float, float]:
+    """Seconds this thread has run on a core and waited for one (Linux's schedstat; zeros elsewhere)."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+            ran, waited, _ = f.read().split()
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    return int(ran) / 1e9, int(waited) / 1e9
+
+
 async def _stall_run(saver: Any, cfg: Config, tag: str) -> dict[str, float]:
     """`cfg.tasks` tasks, each on its own thread, `aput` a first checkpoint of cfg.cpu_size
     messages then cfg.puts_per_task - 1 more steps; a ticker measures how late 1 ms sleeps wake."""
@@ -493,15 +503,20 @@ async def _stall_run(saver: Any, cfg: Config, tag: str) -> dict[str, float]:
         first = max(lags, default=0.0)
         lags.clear()
     started = time.perf_counter()
+    ran, waited = _loop_thread_times()
     if chains:
         await asyncio.gather(*(worker(chain, plan) for chain, plan in zip(chains, plans)))
     else:
         await asyncio.sleep(0.5)
     wall = time.perf_counter() - started
+    # A stall is the loop's own work or its thread waiting for a core (the server's processes
+    # share the machine's): both over the run, to tell them apart.
+    ran, waited = (b - a for a, b in zip((ran, waited), _loop_thread_times()))
     done.set()
     await ticking
     puts = cfg.tasks * cfg.puts_per_task if chains else 0
-    return {"max": max(lags), "p99": pct(lags, 0.99), "first": first, "wall": wall, "puts": puts}
+    return {"max": max(lags), "p99": pct(lags, 0.99), "first": first, "wall": wall, "puts": puts,
+            "ran": ran, "waited": waited}
 
 
 def measure_stalls(fig: Figures, cfg: Config, url: str, base_url: str, api_key: str) -> None:
@@ -729,12 +744,14 @@ def report(fig: Figures, *, command: str, machine: str, reused: dict[str, dict[s
         "",
         "### Event loop: concurrent `aput` (ms)",
         "",
-        "| run | largest stall | p99 stall | wall time | aputs | largest stall during the first aput on the loop |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| run | largest stall | p99 stall | wall time | aputs | largest stall during the first aput on the loop "
+        "| the loop's thread: on a core / waiting for one |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, s in fig.stalls.items():
         first = f"{s['first'] * 1000:.2f}" if s["puts"] else "—"
-        out.append(f"| {name} | {s['max'] * 1000:.2f} | {s['p99'] * 1000:.2f} | {ms(s['wall'])} | {s['puts']:g} | {first} |")
+        out.append(f"| {name} | {s['max'] * 1000:.2f} | {s['p99'] * 1000:.2f} | {ms(s['wall'])} | {s['puts']:g} | {first} "
+                   f"| {ms(s['ran'])} / {ms(s['waited'])} |")
     stall_tasks = fig.stalls["MemoryAdminSaver"]["puts"]
     out += [
         "",
@@ -742,7 +759,9 @@ def report(fig: Figures, *, command: str, machine: str, reused: dict[str, dict[s
         f"100 messages then the next steps on its own thread ({stall_tasks:g} aputs in all). Before the run one "
         "aput on its own: the saver's set-up on a new loop (MemoryAdminSaver makes a connection pool per loop) "
         "shows in the last column, not in the run's. AsyncPostgresSaver stands for PostgresSaver here (its async "
-        "twin, one connection); \"ticker alone\" is the machine's own noise.",
+        "twin, one connection); \"ticker alone\" is the machine's own noise. The last column is the loop thread's time "
+        "on a core and waiting for one during the run (Linux's schedstat): a stall is the loop's own work or that wait, "
+        "the server's processes sharing the machine's cores.",
         "",
         "### Store (p50 / p95)",
         "",

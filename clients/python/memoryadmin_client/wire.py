@@ -36,6 +36,8 @@ from typing import NamedTuple
 import h11
 import httpx
 
+from .turns import take_turn
+
 READ_SIZE = 65536
 # A body past this size is written after the request's head rather than copied onto it.
 JOIN_LIMIT = 256 * 1024
@@ -218,14 +220,16 @@ class Pool:
         try:
             try:
                 parts = _request_bytes(conn.h11, method, target, headers, body)
-                sock.settimeout(timeouts.write)
+                if sock.gettimeout() != timeouts.write:  # each change is a system call
+                    sock.settimeout(timeouts.write)
                 for part in parts:
                     sock.sendall(part)
             except TimeoutError as exc:
                 raise _error(httpx.WriteTimeout, str(exc) or "write timed out", where) from exc
             except OSError as exc:
                 raise _Stale from exc
-            sock.settimeout(timeouts.read)
+            if timeouts.read != timeouts.write:
+                sock.settimeout(timeouts.read)
             reader = _Reader(conn.h11)
             while True:
                 done = reader.step()
@@ -341,6 +345,7 @@ class AsyncPool:
 
     async def _exchange(self, conn: _AsyncConnection, method, target, headers, body, timeouts: Timeouts, where) -> Answer:
         writer, stream = conn.writer, conn.reader
+        await take_turn()  # most often taken already: the caller's encoding of the request
         try:
             try:
                 parts = _request_bytes(conn.h11, method, target, headers, body)
@@ -366,6 +371,9 @@ class AsyncPool:
                         if reader.got:
                             raise
                         raise _Stale from exc
+                    # What came back is read (and, most often, the task's next request made) in
+                    # a turn of the loop's passes: twenty answers come back together.
+                    await take_turn()
                     reader.feed(data)
         except TimeoutError as exc:
             conn.close()

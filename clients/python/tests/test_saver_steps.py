@@ -8,8 +8,9 @@ import time
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from memoryadmin_client.langgraph import codec
-from memoryadmin_client.langgraph.codec import EncodingTurn, contents_of
+from memoryadmin_client import turns
+from memoryadmin_client.langgraph.codec import contents_of
+from memoryadmin_client.turns import Turn
 from memoryadmin_client.langgraph.saver import _kept, _Sent
 
 
@@ -68,7 +69,7 @@ def test_the_check_makes_no_python_call_per_held_message():
 
 
 def test_encodings_ready_at_once_are_spread_over_the_loops_passes(monkeypatch):
-    monkeypatch.setattr(codec, "TURN_BUDGET", 0.002)
+    monkeypatch.setattr(turns, "TURN_BUDGET", 0.002)
     passes = [0]
     entered: list[int] = []
 
@@ -84,7 +85,7 @@ def test_encodings_ready_at_once_are_spread_over_the_loops_passes(monkeypatch):
         loop.call_soon(count_pass)
 
         async def step():
-            async with EncodingTurn():
+            async with Turn():
                 entered.append(passes[0])
                 spin = time.thread_time()
                 while time.thread_time() - spin < 0.0012:  # an encoding's CPU
@@ -104,7 +105,23 @@ def test_a_lone_encoding_does_not_wait():
         loop = asyncio.get_running_loop()
         passes = [0]
         loop.call_soon(lambda: passes.__setitem__(0, 1))
-        async with EncodingTurn():
+        async with Turn():
             return passes[0]
 
     assert asyncio.run(main()) == 0  # entered in the same pass, before anything else ran
+
+
+def test_an_async_step_encoded_in_turns_is_the_body_the_sync_put_sends():
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from memoryadmin_client.langgraph import MemoryAdminSaver
+
+    saver = MemoryAdminSaver("http://127.0.0.1:9", "ma_key")  # nothing is sent
+    messages = [*conversation(130), {"role": "user", "content": b"bytes"}, ("a", "tuple")]  # a blob, a tuple
+    checkpoint = {**empty_checkpoint(), "id": "c-1", "channel_values": {"messages": messages, "step": 3, "n": 1.5}}
+    config = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+    metadata = {"source": "loop", "step": 3}
+    sync = saver._put_request(config, checkpoint, metadata)
+    put = asyncio.run(saver._aput_request(config, checkpoint, metadata))
+    assert put.call.content == sync.call.content
+    assert b'"$blob"' in sync.call.content and sync.delta is False

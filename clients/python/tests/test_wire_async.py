@@ -241,3 +241,37 @@ def test_https_a_transport_given_or_a_proxy_go_through_httpx(monkeypatch):
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.test:3128")
     proxied = HTTPClient("http://memoryadmin.test")
     assert proxied._direct is None and not proxied._async_direct
+
+
+def test_answers_that_came_back_together_are_read_in_turns_of_the_loops_passes(server, monkeypatch):
+    from memoryadmin_client import turns
+
+    # No budget: a pass lets one piece of work through, the other answers wait for the next passes.
+    monkeypatch.setattr(turns, "TURN_BUDGET", 0.0)
+    http = HTTPClient(base(server))
+    passes = [0]
+    read_in: list[int] = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        done = False
+
+        def count_pass():  # runs once per pass of the loop
+            passes[0] += 1
+            if not done:
+                loop.call_soon(count_pass)
+
+        async def one():
+            await http.asend(Call("GET", "/slow"))  # answered after 0.5 s
+            read_in.append(passes[0])
+
+        loop.call_soon(count_pass)
+        tasks = [asyncio.create_task(one()) for _ in range(6)]
+        await asyncio.sleep(0.2)  # every request sent (one per pass)
+        time.sleep(0.6)  # the loop held: every answer comes back meanwhile, all readable at once
+        await asyncio.gather(*tasks)
+        done = True
+        await http.aclose()
+
+    asyncio.run(main())
+    assert len(read_in) == 6 and len(set(read_in)) == 6, read_in  # each answer read in a pass of its own

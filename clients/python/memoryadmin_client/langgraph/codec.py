@@ -23,14 +23,11 @@ every read (docs/checkpoints.md, "Send packets and task writes"). A plain dict w
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import dataclasses
 import json
 import math
 import operator
-import time
-import weakref
 from typing import Any
 
 from langchain_core.load import dumpd
@@ -40,6 +37,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ..http import dumps_strict
+from ..turns import take_turn
 
 BLOB_KEY = "$blob"
 MESSAGES_KEY = "$messages"
@@ -122,6 +120,7 @@ class _MessageShape:
     def __init__(self, kind: type) -> None:
         self.id = kind.lc_id()
         self.attributes = "lc_attributes" in kind.__dict__
+        self.attribute_fields: tuple[str, ...] | None = None  # `_attribute_fields`
         # Per field written: its default (a factory's value made once), or REQUIRED.
         self.defaults: dict[str, Any] = {}
         self.excluded = tuple(name for name, info in kind.model_fields.items() if info.exclude)
@@ -132,22 +131,28 @@ class _MessageShape:
             self.defaults[name] = _REQUIRED if info.is_required() else factory() if factory is not None else info.default
 
     def envelope(self, message: Any) -> dict[str, Any] | None:
-        # Runs over every message of a step, so in as few steps as can be: a field is written
-        # when set, or when falsy but not its default (a required one always: REQUIRED equals
-        # nothing); a falsy field that is not one (excluded) reads back as itself and is left out.
+        # Runs over every message of a step, so in as few steps as can be, in one loop: a field is
+        # written when set, or when falsy but not its default (a required one always: REQUIRED
+        # equals nothing), each value written checked as JSON (the names are the fields': plain
+        # strings); a falsy field that is not one (excluded) reads back as itself and is left out.
         default_of = self.defaults.get
-        kwargs = {name: value for name, value in message.__dict__.items() if value or default_of(name, value) != value}
-        for name in self.excluded:
-            kwargs.pop(name, None)
-        # Each value checked as JSON (the names are the fields': plain strings).
-        for value in kwargs.values():
+        kwargs = {}
+        for name, value in message.__dict__.items():
+            if not value and default_of(name, value) == value:
+                continue
             if type(value) is str:
                 if "\x00" in value:
                     return None
             elif not _plain(value, 1):
                 return None
+            kwargs[name] = value
+        for name in self.excluded:
+            kwargs.pop(name, None)
         if self.attributes:
-            extra = message.lc_attributes  # AIMessage's tool calls, as to_json adds them
+            # AIMessage's tool calls, as to_json adds them: read from the fields they are (see
+            # `_attribute_fields`), else from the property.
+            fields = self.attribute_fields
+            extra = message.lc_attributes if fields is None else {name: message.__dict__[name] for name in fields}
             if type(extra) is not dict:
                 return None
             for name, value in extra.items():
@@ -160,6 +165,16 @@ class _MessageShape:
         return {"lc": 1, "type": "constructor", "id": self.id, "kwargs": kwargs}
 
 
+def _attribute_fields(kind: type, probe: Any) -> tuple[str, ...] | None:
+    """The fields whose values a message class's `lc_attributes` gives as they are (AIMessage's
+    `tool_calls`, `invalid_tool_calls`), seen on a message of that class: its property then need
+    not run for every message (it builds its dict in Python). None when it gives anything else."""
+    extra = probe.lc_attributes
+    if type(extra) is not dict or not all(name in kind.model_fields and extra[name] is probe.__dict__.get(name) for name in extra):
+        return None
+    return tuple(extra)
+
+
 def _message_shapes() -> dict[type, _MessageShape]:
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -167,7 +182,9 @@ def _message_shapes() -> dict[type, _MessageShape]:
     for kind in (AIMessage, HumanMessage, SystemMessage, ToolMessage):
         probe = kind(content="", tool_call_id="x") if kind is ToolMessage else kind(content="")
         if not probe.lc_secrets and kind.is_lc_serializable():
-            shapes[kind] = _MessageShape(kind)
+            shape = shapes[kind] = _MessageShape(kind)
+            if shape.attributes:
+                shape.attribute_fields = _attribute_fields(kind, probe)
     return shapes
 
 
@@ -233,37 +250,8 @@ class MessageRefs:
         return best
 
 
-# The CPU an event loop's pass may have spent before an encoding waits for the next pass.
-TURN_BUDGET = 0.001
-
-
-class EncodingTurn:
-    """`async with EncodingTurn():` around encoding done on the event loop. The steps of many
-    tasks ready at once (twenty agents' answers come back together) would otherwise run back
-    to back in one pass of the loop while every timer waits: here a pass is counted (in the
-    thread's CPU time) from its first encoding on, and once it has spent `TURN_BUDGET` the next
-    encoding waits for the following pass, so timers and other tasks run in between."""
-
-    # Per loop: [thread CPU time when its pass's first encoding began, that pass still open].
-    _loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Any]] = weakref.WeakKeyDictionary()
-
-    async def __aenter__(self) -> None:
-        loop = asyncio.get_running_loop()
-        passing = self._loops.get(loop)
-        if passing is None:
-            passing = self._loops[loop] = [0.0, False]
-        while passing[1] and time.thread_time() - passing[0] >= TURN_BUDGET:
-            await asyncio.sleep(0)  # queued behind the pass's end (`_pass_over`)
-        if not passing[1]:
-            passing[0], passing[1] = time.thread_time(), True
-            loop.call_soon(_pass_over, passing)  # runs in the loop's next pass
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        return None
-
-
-def _pass_over(passing: list[Any]) -> None:
-    passing[1] = False
+# Messages encoded in one turn of the event loop (`adump_items`): a few microseconds each.
+ITEMS_A_TURN = 50
 
 
 class ValueCodec:
@@ -395,16 +383,42 @@ class ValueCodec:
             return {key: self.load(item) for key, item in value.items()}
         return value
 
+    def dump_items(self, items: list[Any], start: int = 0, stop: int | None = None) -> list[Any]:
+        """`dump` of each of `items[start:stop]`: what `dump` makes of the list when the serializer
+        is JSON's (a list's items are dumped one by one)."""
+        if not self.readable:
+            return [self.dump(item) for item in items[start:stop]]
+        out = []
+        shapes = MESSAGE_SHAPES
+        for item in items[start:stop]:
+            shape = shapes.get(type(item))  # a message (most items) straight to its shape
+            envelope = shape.envelope(item) if shape is not None else None
+            out.append(envelope if envelope is not None else self.dump(item))
+        return out
+
+    async def adump_items(self, items: list[Any], start: int = 0) -> list[Any]:
+        """`dump_items` on the event loop, `ITEMS_A_TURN` items in each of its turns (`turns`)."""
+        out: list[Any] = []
+        for first in range(start, len(items), ITEMS_A_TURN):
+            await take_turn()
+            out += self.dump_items(items, first, first + ITEMS_A_TURN)
+        return out
+
     def dump_checkpoint(
-        self, checkpoint: Checkpoint, *, leave_out: str | None = None, refs: MessageRefs | None = None
+        self, checkpoint: Checkpoint, *, leave_out: str | None = None, refs: MessageRefs | None = None,
+        dumped: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The checkpoint on the wire; `leave_out` names a channel sent apart (the messages of a
-        delta); with `refs` (its own messages channel) the other channels hold those messages by
-        reference, and `refs.marked` names the channels that do."""
+        delta); `dumped` holds channels already on the wire (`dump_items`); with `refs` (its own
+        messages channel) the other channels hold those messages by reference, and `refs.marked`
+        names the channels that do."""
         body = {key: self.dump(item) for key, item in checkpoint.items() if key != "channel_values"}
         values = {}
         for name, item in checkpoint.get("channel_values", {}).items():
             if name == leave_out:
+                continue
+            if dumped is not None and name in dumped:
+                values[name] = dumped[name]
                 continue
             if refs is None or name == refs.channel:
                 values[name] = self.dump(item)
@@ -428,4 +442,4 @@ class ValueCodec:
         return checkpoint  # type: ignore[return-value]
 
 
-__all__ = ["BLOB_KEY", "LC2_TYPES", "MESSAGES_KEY", "EncodingTurn", "MessageRefs", "ValueCodec", "contents_of"]
+__all__ = ["BLOB_KEY", "LC2_TYPES", "MESSAGES_KEY", "MessageRefs", "ValueCodec", "contents_of"]

@@ -23,8 +23,8 @@ messages. The next put of that thread, when its parent is the checkpoint last pu
 its messages start with the message objects then sent (compared in C), carries only the messages
 added since, with that head (`{"messages": {"head", "append"}}`); the server refuses
 it with a 412, writing nothing, when its head is another (a fork, another writer), and
-the saver then sends the step whole. In the async methods encoding a large step runs off
-the event loop, the others in turns of the loop's passes (`codec.EncodingTurn`).
+the saver then sends the step whole. In the async methods a step is encoded on the event
+loop in turns of its passes (`turns.take_turn`), its messages a slice at a time.
 
 Messages inside other values (`Send` packets, task writes) travel by reference to a
 checkpoint's messages (`codec.MessageRefs`); writes the server cannot resolve (a 412:
@@ -44,7 +44,6 @@ an empty thread.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import threading
@@ -76,26 +75,14 @@ from ..errors import (
 )
 from ..http import RETRIES, Call, HTTPClient, RetryPolicy, json_of
 from ..ids import path_segment, thread_id_checked
-from .codec import BLOB_KEY, EncodingTurn, MessageRefs, ValueCodec, contents_of
+from ..turns import Turn, take_turn
+from .codec import BLOB_KEY, MessageRefs, ValueCodec, contents_of
+from .steps import _kept, _Plan, _Sent
 
 PAGE_SIZE = 100
 BATCH = 1000
 # Threads whose last put the saver remembers, to send the next step as a delta.
 REMEMBERED_THREADS = 1024
-# An async put encoding more values than this does it in a worker thread, off the event loop
-# (a plain message takes about 5 µs to encode; a worker thread costs a GIL hand-over).
-OFF_LOOP_VALUES = 500
-
-
-@dataclass(frozen=True)
-class _Sent:
-    """What the server holds of a thread's messages after the saver's last put there."""
-
-    checkpoint_id: str
-    channel: str
-    messages: list[Any]  # a copy of the list sent
-    contents: list[Any]  # each message's content then (`codec.contents_of`)
-    head: str
 
 
 @dataclass(frozen=True)
@@ -228,29 +215,44 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             return False
         return not filter or all(found.metadata.get(key) == value for key, value in filter.items())
 
-    def _put_request(
-        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, *, whole: bool = False
-    ) -> _Put:
-        """The put's request: the messages as a delta when the server holds their start (see the module docstring)."""
+    def _put_plan(self, config: RunnableConfig, checkpoint: Checkpoint, *, whole: bool = False) -> _Plan:
+        """Whether the step goes as a delta (see the module docstring), and which messages it encodes."""
         configurable = _configurable(config)
         thread_id, ns, parent = configurable["thread_id"], configurable.get("checkpoint_ns") or "", configurable.get("checkpoint_id")
-        values = checkpoint.get("channel_values") or {}
         sent = None if whole or ns else self._remembered(thread_id)
         channel = sent.channel if sent is not None else "messages"
-        messages = values.get(channel)
+        messages = (checkpoint.get("channel_values") or {}).get(channel)
         kept, contents = _kept(sent, parent, messages)
+        # The messages encoded item by item: the delta's new ones, or the whole channel's (one blob instead
+        # with a serializer that is not JSON's).
+        start = kept if kept is not None else 0 if type(messages) is list and self.codec.readable else None
+        return _Plan(thread_id, ns, parent, sent, channel, messages, kept, contents, start)
+
+    def _put_request(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, *, whole: bool = False,
+        plan: _Plan | None = None, items: list[Any] | None = None,
+    ) -> _Put:
+        """The put's request; `items`, when given, are `plan`'s messages already encoded (`aput`)."""
+        if plan is None:
+            plan = self._put_plan(config, checkpoint, whole=whole)
+        thread_id, ns, sent, channel, messages, kept, contents = (
+            plan.thread_id, plan.ns, plan.sent, plan.channel, plan.messages, plan.kept, plan.contents
+        )
+        if items is None and plan.start is not None:
+            items = self.codec.dump_items(messages, plan.start)
         refs = MessageRefs(channel, messages) if type(messages) is list and messages else None
         body = {
             "checkpoint_id": checkpoint["id"],
-            "parent_checkpoint_id": parent,
+            "parent_checkpoint_id": plan.parent,
             "checkpoint_ns": ns,
             "metadata": self.codec.dump(dict(get_checkpoint_metadata(config, metadata))),
         }
         if kept is None:
-            body["checkpoint"] = self.codec.dump_checkpoint(checkpoint, refs=refs)
+            dumped = {channel: items} if items is not None else None
+            body["checkpoint"] = self.codec.dump_checkpoint(checkpoint, refs=refs, dumped=dumped)
         else:
-            body["checkpoint"] = self.codec.dump_checkpoint(checkpoint, leave_out=sent.channel, refs=refs)
-            body["messages"] = {"head": sent.head, "append": [self.codec.dump(item) for item in messages[kept:]]}
+            body["checkpoint"] = self.codec.dump_checkpoint(checkpoint, leave_out=channel, refs=refs)
+            body["messages"] = {"head": sent.head, "append": items}
         if refs is not None and refs.marked:
             body["refs"] = refs.marked
         putting = None
@@ -259,17 +261,11 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             putting = _Sent(checkpoint["id"], channel, messages[:], contents + contents_of(messages[len(contents):]), "")
             if messages:
                 self._store(thread_id, putting, into=self._putting)
-        # Encoded here, in one pass: in the async methods a large step is encoded off the loop.
         call = Call(
             "POST", f"/threads/{_q(thread_id)}/checkpoints", content=self.codec.encode(body),
             tolerate=(412,) if kept is not None else (),
         )
         return _Put(call, thread_id, putting, kept is not None)
-
-    @staticmethod
-    def _values_to_encode(checkpoint: Checkpoint) -> int:
-        values = checkpoint.get("channel_values") or {}
-        return sum(len(value) if isinstance(value, list) else 1 for value in values.values())
 
     def _remembered(self, thread_id: str) -> _Sent | None:
         with self._sent_lock:
@@ -502,17 +498,13 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
     async def _aput_request(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, *, whole: bool = False
     ) -> _Put:
-        """The request, encoded in a worker thread when the step has many values to encode, else
-        on the loop in its turn (`codec.EncodingTurn`)."""
-        configurable = _configurable(config)
-        sent = None if whole else self._remembered(configurable["thread_id"])
-        to_encode = self._values_to_encode(checkpoint)
-        if sent is not None and sent.checkpoint_id == configurable.get("checkpoint_id"):
-            to_encode -= len(sent.messages)
-        if to_encode > OFF_LOOP_VALUES:
-            return await asyncio.to_thread(self._put_request, config, checkpoint, metadata, whole=whole)
-        async with EncodingTurn():
-            return self._put_request(config, checkpoint, metadata, whole=whole)
+        """The request, encoded on the loop in turns of its passes (`turns`): the step's messages a
+        slice at a time, then the rest of the body."""
+        await take_turn()
+        plan = self._put_plan(config, checkpoint, whole=whole)
+        items = None if plan.start is None else await self.codec.adump_items(plan.messages, plan.start)
+        await take_turn()
+        return self._put_request(config, checkpoint, metadata, plan=plan, items=items)
 
     async def aput(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
@@ -532,7 +524,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        async with EncodingTurn():
+        async with Turn():
             call = self._writes_request(config, writes, task_id, task_path)
         if await self.http.asend(call) is None and call.tolerate:  # 412: sent by reference to what the server lacks
             await self.http.asend(self._writes_request(config, writes, task_id, task_path, whole=True))
@@ -564,23 +556,6 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         else:
             current_v = int(str(current).split(".")[0])
         return f"{current_v + 1:032}.{random.random():016}"
-
-
-def _kept(sent: _Sent | None, parent: str | None, messages: Any) -> tuple[int | None, list[Any]]:
-    """How many messages the server already holds at the start of `messages`, when the step
-    can go as a delta: its parent is the checkpoint last put, and the messages then sent are
-    still the first ones, with the same content (None otherwise); and those messages' contents.
-    The comparisons run in C, the list's own (an object is equal to itself at once), so a step
-    costs Python's work only for the messages it adds, however long the conversation."""
-    if sent is None or sent.checkpoint_id != parent or type(messages) is not list or len(messages) < len(sent.messages):
-        return None, []
-    count = len(sent.messages)
-    try:
-        if messages[:count] != sent.messages or contents_of(messages[:count]) != sent.contents:
-            return None, []
-    except Exception:  # an item whose comparison fails: the step goes whole
-        return None, []
-    return count, sent.contents
 
 
 __all__ = [
