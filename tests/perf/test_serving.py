@@ -115,7 +115,13 @@ def _gunicorn_config(env: dict[str, str]) -> dict[str, str]:
 def test_gunicorn_config_sizes_workers_from_the_cpu_count():
     config = _gunicorn_config({})
     assert int(config["workers"]) == 2 * os.cpu_count() + 1
-    assert (config["worker_class"], config["preload_app"]) == ("uvicorn_worker.UvicornWorker", "True")
+    # uvicorn's gunicorn worker, ending its live streams first when it stops (memoryadmin/worker.py).
+    assert (config["worker_class"], config["preload_app"]) == ("memoryadmin.worker.Worker", "True")
+    from uvicorn_worker import UvicornWorker
+
+    from memoryadmin.worker import Worker
+
+    assert issubclass(Worker, UvicornWorker)
     assert config["timeout"] == "30" and config["accesslog"] == "-"
     assert config["wsgi_app"] == "memoryadmin.asgi:application"
 
