@@ -11,7 +11,8 @@ ASGI workers, as many as the CPU count gives) and drives each scenario with wrk 
 - agent-state save: PUT, each request appends a turn (2 messages) to one of 200
   conversations, which start again on a new thread at 100 messages;
 - agent-state load: GET a loaded thread's context;
-- checkpoint put: POST a LangGraph checkpoint (a push) to a loaded thread;
+- checkpoint put: POST a new LangGraph checkpoint (a push, its own id each time, its
+  messages whole) to a loaded thread;
 - checkpoint get: GET the latest checkpoint of a loaded thread;
 - store put: PUT an item (new keys) in one of the member's namespaces;
 - store search: POST a search with a namespace prefix and a filter;
@@ -79,7 +80,9 @@ def lua_list(values) -> str:
     return "{" + ", ".join(json.dumps(v) for v in values) + "}"
 
 
-def scenario_scripts(*, key: str, cookie: str, member_threads: list[str], orgs: list[str], checkpoint_body: str) -> dict[str, str]:
+def scenario_scripts(
+    *, key: str, cookie: str, member_threads: list[str], orgs: list[str], checkpoint_body: str, checkpoint_id: str
+) -> dict[str, str]:
     auth = f'wrk.headers["Authorization"] = "Bearer {key}"\nwrk.headers["Content-Type"] = "application/json"\n'
     text = loader.text_for(3).replace('"', "")
     return {
@@ -120,10 +123,14 @@ end
         "checkpoint put": auth + f"""
 local threads = {lua_list(member_threads)}
 local body = {json.dumps(checkpoint_body)}
+local id = ({json.dumps(checkpoint_id)}):gsub("%-", "%%-")  -- a Lua pattern matching the id as written
 local n = 0
 request = function()
   n = n + 1
-  return wrk.format("POST", "/api/v1/threads/" .. threads[n % #threads + 1] .. "/checkpoints", nil, body)
+  -- A new checkpoint each time (its own id), as each step of an agent puts one.
+  local fresh = string.format("%08x-0000-6000-8000-%012x", math.random(0, 0x7fffffff), n)
+  return wrk.format("POST", "/api/v1/threads/" .. threads[n % #threads + 1] .. "/checkpoints", nil,
+    (string.gsub(body, id, fresh)))
 end
 """,
         "checkpoint get latest": auth + f"""
@@ -450,7 +457,10 @@ def main() -> None:
     orgs = [loader.org_key(o) for o in range(NAMESPACES // per_org) if o % len(owners) == 0]
     step = templates.steps[-1]
     checkpoint_body = orjson.dumps({"checkpoint": step["ours"], "metadata": step["metadata"]}).decode()
-    scripts = scenario_scripts(key=key, cookie=cookie, member_threads=member_threads, orgs=orgs, checkpoint_body=checkpoint_body)
+    scripts = scenario_scripts(
+        key=key, cookie=cookie, member_threads=member_threads, orgs=orgs, checkpoint_body=checkpoint_body,
+        checkpoint_id=step["ours"]["id"],
+    )
     if args.only:
         wanted = {name.strip() for name in args.only.split(",")}
         scripts = {name: script for name, script in scripts.items() if name in wanted}
