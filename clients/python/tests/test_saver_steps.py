@@ -7,6 +7,7 @@ import sys
 import time
 
 from langchain_core.messages import AIMessage, HumanMessage
+from passes import LoopPasses
 
 from memoryadmin_client import turns
 from memoryadmin_client.langgraph.codec import contents_of
@@ -70,29 +71,21 @@ def test_the_check_makes_no_python_call_per_held_message():
 
 def test_encodings_ready_at_once_are_spread_over_the_loops_passes(monkeypatch):
     monkeypatch.setattr(turns, "TURN_BUDGET", 0.002)
-    passes = [0]
+    passes = LoopPasses()
     entered: list[int] = []
 
     async def main():
-        loop = asyncio.get_running_loop()
-        done = False
-
-        def count_pass():  # runs once per pass of the loop
-            passes[0] += 1
-            if not done:
-                loop.call_soon(count_pass)
-
-        loop.call_soon(count_pass)
+        passes.start()
 
         async def step():
             async with Turn():
-                entered.append(passes[0])
+                entered.append(passes.count)
                 spin = time.thread_time()
                 while time.thread_time() - spin < 0.0012:  # an encoding's CPU
                     pass
 
         await asyncio.gather(*(step() for _ in range(10)))
-        done = True
+        passes.stop()
 
     asyncio.run(main())
     per_pass = {p: entered.count(p) for p in entered}

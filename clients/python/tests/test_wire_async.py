@@ -16,6 +16,7 @@ import time
 
 import httpx
 import pytest
+from passes import LoopPasses
 from test_wire import Handler
 
 from memoryadmin_client import errors, wire
@@ -249,28 +250,20 @@ def test_answers_that_came_back_together_are_read_in_turns_of_the_loops_passes(s
     # No budget: a pass lets one piece of work through, the other answers wait for the next passes.
     monkeypatch.setattr(turns, "TURN_BUDGET", 0.0)
     http = HTTPClient(base(server))
-    passes = [0]
+    passes = LoopPasses()
     read_in: list[int] = []
 
     async def main():
-        loop = asyncio.get_running_loop()
-        done = False
-
-        def count_pass():  # runs once per pass of the loop
-            passes[0] += 1
-            if not done:
-                loop.call_soon(count_pass)
-
         async def one():
             await http.asend(Call("GET", "/slow"))  # answered after 0.5 s
-            read_in.append(passes[0])
+            read_in.append(passes.count)
 
-        loop.call_soon(count_pass)
+        passes.start()
         tasks = [asyncio.create_task(one()) for _ in range(6)]
         await asyncio.sleep(0.2)  # every request sent (one per pass)
         time.sleep(0.6)  # the loop held: every answer comes back meanwhile, all readable at once
         await asyncio.gather(*tasks)
-        done = True
+        passes.stop()
         await http.aclose()
 
     asyncio.run(main())
