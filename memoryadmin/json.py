@@ -76,6 +76,24 @@ def _reject_constant(name: str) -> Any:
 # --- client JSON ---------------------------------------------------------------------------------
 
 
+# Up to this length a text's containers are counted before its depth is probed: most values
+# (a message, a small body) hold fewer containers than the limit and need no probe at all.
+_COUNTED_MAX = 8192
+
+
+def _may_be_deeper(text: bytes | str, depth_max: int) -> bool:
+    """Whether JSON `text` could be nested deeper than `depth_max`: not when it has at most two
+    characters a level, nor when it holds no more brackets and braces than the limit."""
+    if len(text) <= 2 * depth_max:
+        return False
+    if len(text) > _COUNTED_MAX:
+        return True
+    if isinstance(text, memoryview):
+        text = text.tobytes()
+    opening = ("[", "{") if isinstance(text, str) else (b"[", b"{")
+    return text.count(opening[0]) + text.count(opening[1]) > depth_max
+
+
 def loads(raw: bytes | str, *, depth_max: int = BODY_DEPTH_MAX, field: str | None = None) -> Any:
     """Client JSON (a body, a query-string value, a form field) as Python values.
 
@@ -84,7 +102,7 @@ def loads(raw: bytes | str, *, depth_max: int = BODY_DEPTH_MAX, field: str | Non
     naming `field`, else the top-level key that is too deep. Integers are exact.
     """
     value = orjson.loads(raw)
-    if depth_exceeds(value, depth_max):
+    if _may_be_deeper(raw, depth_max) and depth_exceeds(value, depth_max):
         raise DepthExceeded(field or _deep_key(value, depth_max), depth_max)
     if _has_long_integer(raw):
         # The same values, with integers beyond 64 bits exact (the depth is bounded now).
@@ -177,8 +195,7 @@ def stored_loads(text: str | bytes, *, depth_max: int | None = SHOWN_DEPTH_MAX) 
         if depth_max is None:
             raise
         return _loads_cut(text, depth_max)
-    # A text of at most two characters a level cannot be deeper: no probe for small values.
-    if depth_max is not None and len(text) > 2 * depth_max and depth_exceeds(value, depth_max):
+    if depth_max is not None and _may_be_deeper(text, depth_max) and depth_exceeds(value, depth_max):
         return _loads_cut(text, depth_max)
     return json.loads(text) if _has_long_integer(text) else value
 

@@ -3,7 +3,9 @@ a task's pending writes in one.
 
 The put of an agent's next step (docs/checkpoints.md, "Costs") is the hottest
 write of the product. On PostgreSQL, a new checkpoint into a thread that exists and is the
-caller's, carrying its messages as a delta or not as blocks at all, is written without a
+caller's, carrying its messages as a delta, whole but beginning with the thread's active
+messages (an agent that sends every step's messages whole: the same hash chain up to the
+thread's head, so it is the delta of the rest), or not as blocks at all, is written without a
 transaction of several statements:
 
 1. one read, unlocked: the thread row, the head of its messages (for a delta), whether the
@@ -14,17 +16,20 @@ transaction of several statements:
    hang on that update, so PostgreSQL's row lock and its re-check of the guard order it
    against every other write to the thread.
 
-Everything else — a new thread, a checkpoint put again (replaced), messages sent whole, a
-delta whose head is not the thread's, another user's thread, a guard that no longer holds
-because another write came between — returns None, and `services.checkpoint_put` takes the
-general path, under the thread's row lock, which decides every refusal. The rules are the
-general path's: the same input checks ran before, and the same pieces build the rows.
+Everything else — a new thread, a checkpoint put again (replaced), messages sent whole that
+rewrite the thread's (a compaction), a delta whose head is not the thread's, another user's
+thread, a guard that no longer holds because another write came between — returns None, and
+`services.checkpoint_put` takes the general path, under the thread's row lock, which decides
+every refusal. The rules are the general path's: the same input checks ran before, and the
+same pieces build the rows.
 
 A task's pending writes (`checkpoint_put_writes_fast`) are one statement: the thread row
 taken with a key-share lock (it cannot be deleted meanwhile, and concurrent writes of a
 fan-out's tasks do not wait on one another), the writes inserted, a special channel's
 write (negative idx) replacing the one stored, an ordinary one kept. Writes holding messages
-by reference, and a thread that is new or not the caller's, take the general path.
+by reference (a tool call's Send packet carries the agent's messages) are three statements in
+one transaction (`_writes_marked`). A thread that is new or not the caller's, and markers
+referring to a checkpoint not stored or holding its messages itself, take the general path.
 """
 
 from __future__ import annotations
@@ -37,11 +42,12 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from memoryadmin import policy
+from memoryadmin.errors import InvalidInput, PreconditionFailed
 from memoryadmin.json import db_text, stored_loads
 from memoryadmin.metrics import BLOCK_APPEND
 
 from sessions_app.threads import services as thread_services
-from sessions_app.threads.messages import chain_continue
+from sessions_app.threads.messages import ContextHasher, chain_continue
 from sessions_app.threads.models import Block, Thread
 
 from . import conversation, references, versions
@@ -114,15 +120,20 @@ def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_
     langgraph = is_langgraph_checkpoint(body)
     channel = conversation.messages_channel()
     values = (body.get("channel_values") or {}) if langgraph else {}
-    if not data.checkpoint_ns and channel in values and conversation.block_messages(values[channel]) is not None:
-        return None  # messages sent whole: the conversation store's full save decides
     delta = data.messages
-    given = conversation.agent_code_given(data.metadata) if delta is not None else None
+    whole = conversation.block_messages(values[channel]) if not data.checkpoint_ns and channel in values else None
+    if whole is not None:
+        if delta is not None:
+            return None  # both: the general path decides
+        # Messages sent whole are kept as blocks without the channel in the row, as the general path keeps them.
+        body = dict(body, channel_values={name: value for name, value in values.items() if name != channel})
+    conversing = delta is not None or whole is not None
+    given = conversation.agent_code_given(data.metadata) if conversing else None
     tables = _tables()
-    head_sql = "h.seq, h.position, h.chain_hash" if delta is not None else "NULL, NULL, NULL"
-    head_join = _HEAD_JOIN.format(**tables) if delta is not None else ""
+    head_sql = "h.seq, h.position, h.chain_hash" if conversing else "NULL, NULL, NULL"
+    head_join = _HEAD_JOIN.format(**tables) if conversing else ""
     params: list[Any] = [data.checkpoint_ns, checkpoint_id, data.checkpoint_ns, data.parent_checkpoint_id or ""]
-    if delta is not None:
+    if conversing:
         params += [given, conversation.DEFAULT_AGENT_CODE]
     params.append(thread_id)
     with connection.cursor() as cursor:
@@ -143,6 +154,12 @@ def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_
             node_id = ",".join(nodes_run(body["versions_seen"], seen if isinstance(seen, dict) else None))[:NODE_ID_MAX]
     now = timezone.now()
     messages, answer, appended = None, None, []
+    if whole is not None:
+        delta = _whole_as_delta(whole, position, head)
+        if delta is None:
+            return None  # not an extension of the thread's messages: the general path's save rewrites
+        if not delta.append and (given or agent_code or conversation.DEFAULT_AGENT_CODE) != agent_code:
+            return None  # a save that only changes the thread's agent: the general path's
     if delta is not None:
         agent = given or agent_code or conversation.DEFAULT_AGENT_CODE
         if (head or "") != delta.head:
@@ -150,7 +167,12 @@ def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_
         stored = position + 1 if position is not None else 0
         if stored + len(delta.append) > settings.MEMORYADMIN_MAX_CONTEXT_MESSAGES:
             return None  # the general path answers 400
-        appended = thread_services.parse_messages(delta.append, 0, field="messages") if delta.append else []
+        try:
+            appended = thread_services.parse_messages(delta.append, 0, field="messages") if delta.append else []
+        except InvalidInput:
+            if whole is not None:
+                return None  # the general path names the message in the channel it was sent in
+            raise
         try:
             digests = chain_continue(head or "", delta.append) if appended else []
         except TypeError:
@@ -202,6 +224,20 @@ def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_
     return Written(messages=answer)
 
 
+def _whole_as_delta(whole: list[dict[str, Any]], position: int | None, head: str | None) -> conversation.Delta | None:
+    """Messages sent whole that begin with the thread's active messages (the same hash chain up
+    to its head, `ContextHasher`) as the delta appending the rest; None for any other list."""
+    stored = position + 1 if position is not None else 0
+    if len(whole) < stored:
+        return None
+    try:
+        if stored and ContextHasher(whole).prefix_digest(stored) != head:
+            return None
+    except TypeError:
+        return None  # the general path names what cannot be stored
+    return conversation.Delta(head=head or "", append=whole[stored:])
+
+
 def _execute(sql: str, params: list) -> int:
     """The statement's rows written. Inside a caller's transaction (a test's, say) it runs in a
     savepoint, so that a failure leaves that transaction usable; otherwise alone, in autocommit."""
@@ -218,33 +254,78 @@ _WRITES = """
 WITH t AS (SELECT id FROM {thread} WHERE thread_id = %s AND owner_id = %s FOR KEY SHARE),
 written AS (
     INSERT INTO {write} (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value, refers, created_at)
-    SELECT t.id, %s, %s, %s, %s, v.idx, v.channel, v.value::jsonb, false, %s
-      FROM t CROSS JOIN (VALUES {rows}) AS v(idx, channel, value)
+    SELECT t.id, %s, %s, %s, %s, v.idx, v.channel, v.value::jsonb, v.refers, %s
+      FROM t CROSS JOIN (VALUES {rows}) AS v(idx, channel, value, refers)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
-       SET channel = EXCLUDED.channel, value = EXCLUDED.value, task_path = EXCLUDED.task_path, refers = false
+       SET channel = EXCLUDED.channel, value = EXCLUDED.value, task_path = EXCLUDED.task_path, refers = EXCLUDED.refers
      WHERE EXCLUDED.idx < 0
     RETURNING 1)
 SELECT (SELECT id FROM t), (SELECT count(*) FROM written)
 """
-_WRITE_ROW = "(%s::integer, %s, %s)"
+_WRITE_ROW = "(%s::integer, %s, %s, %s::boolean)"
+_LOCK = "SELECT id FROM {thread} WHERE thread_id = %s AND owner_id = %s FOR KEY SHARE"
+_REFERRED = """
+SELECT checkpoint_id, messages_ref::text FROM {checkpoint}
+ WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = ANY(%s)"""
 
 
 def checkpoint_put_writes_fast(
-    *, actor, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, task_path: str, rows: dict
+    *, actor, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, task_path: str, rows: dict,
+    marked: dict | None = None,
 ) -> int | None:
     """A task's pending writes in one statement (see the module): how many rows were written, or
-    None when the general path must decide. `rows` maps each write's idx to (channel, value)."""
+    None when the general path must decide. `rows` maps each write's idx to (channel, value);
+    `marked` maps the idx of those holding messages by reference to their value (see below)."""
     if connection.vendor != "postgresql" or not policy.may_write(actor, owner_id=actor.pk, action="checkpoint.write"):
         return None
     if not rows:
         return None
-    tables = {"thread": Thread._meta.db_table, "write": CheckpointWrite._meta.db_table}
+    tables = {"thread": Thread._meta.db_table, "write": CheckpointWrite._meta.db_table, "checkpoint": Checkpoint._meta.db_table}
+    if marked:
+        return _writes_marked(tables, actor=actor, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
+                              checkpoint_id=checkpoint_id, task_id=task_id, task_path=task_path, rows=rows, marked=marked)
+    with connection.cursor() as cursor:
+        return _writes_insert(cursor, tables, actor, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
+                              {idx: (channel, value, False) for idx, (channel, value) in rows.items()})
+
+
+def _writes_insert(cursor, tables, actor, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, rows) -> int | None:
     sql = _WRITES.format(rows=", ".join([_WRITE_ROW] * len(rows)), **tables)
     params: list[Any] = [thread_id, actor.pk, checkpoint_ns, checkpoint_id, task_id, task_path, timezone.now()]
-    for idx, (channel, value) in rows.items():
-        params += [idx, channel, db_text(value)]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        found, written = cursor.fetchone()
+    for idx, (channel, value, refers) in rows.items():
+        params += [idx, channel, db_text(value), refers]
+    cursor.execute(sql, params)
+    found, written = cursor.fetchone()
     return None if found is None else written
 
+
+def _writes_marked(tables, *, actor, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, rows, marked) -> int | None:
+    """Writes holding messages by reference (a Send packet carrying the agent's state): each
+    marker stored as a reference to the blocks of the checkpoint it refers to
+    (`references.writes_resolve`), when that checkpoint holds its messages as blocks.
+
+    One transaction of three statements: the thread row key-share locked first (a purge of
+    its blocks, which locks it for update, comes wholly before or wholly after; a concurrent
+    put, which does not, is not waited for), then the referred checkpoints read (after the
+    lock, so a purge that came before is seen), then the writes. A referred checkpoint missing
+    or holding its messages itself declines (None): the general path decides, 412 included."""
+    markers = references.writes_markers(marked)
+    ids = sorted(references.referred_ids(markers, checkpoint_id))
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_LOCK.format(**tables), [thread_id, actor.pk])
+        found = cursor.fetchone()
+        if found is None:
+            return None
+        cursor.execute(_REFERRED.format(**tables), [found[0], checkpoint_ns, ids])
+        referred = {cid: {"checkpoint_id": cid, "messages_ref": stored_loads(ref) if ref else None}
+                    for cid, ref in cursor.fetchall()}
+        if len(referred) != len(ids) or not all(isinstance(row["messages_ref"], dict) for row in referred.values()):
+            return None
+        try:
+            resolved = references.writes_rebuilt(marked, referred, checkpoint_id, lambda row, channel: None)
+        except PreconditionFailed:
+            return None
+        stored = {
+            idx: (channel, *(resolved[idx] if idx in resolved else (value, False))) for idx, (channel, value) in rows.items()
+        }
+        return _writes_insert(cursor, tables, actor, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, stored)

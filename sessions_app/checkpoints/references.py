@@ -239,8 +239,8 @@ def writes_resolve(*, thread, checkpoint_ns: str, checkpoint_id: str, values: di
     "count", "append"}`, or is written out in full when that checkpoint holds its messages
     itself. One query. A checkpoint not stored (yet), or holding fewer messages, is a 412 and
     nothing is written: the client sends the writes whole. Answers {index: (value, refers)}."""
-    markers = {index: markers_of(value, f"writes[{index}].value", named=True) for index, value in values.items()}
-    ids = {marker.get("checkpoint") or checkpoint_id for found in markers.values() for marker in found}
+    markers = writes_markers(values)
+    ids = referred_ids(markers, checkpoint_id)
     channels = sorted({marker["channel"] for found in markers.values() for marker in found})[:8]
     inline = {f"c{i}": KeyTransform(name, KeyTransform("channel_values", "checkpoint")) for i, name in enumerate(channels)}
     rows = {
@@ -261,6 +261,26 @@ def writes_resolve(*, thread, checkpoint_ns: str, checkpoint_id: str, values: di
             thread=thread, checkpoint_ns=checkpoint_ns, channel=channel, version=ref[0], digest=ref[1]
         ).values_list("value", flat=True).first()
         return found
+
+    return writes_rebuilt(values, rows, checkpoint_id, held)
+
+
+def writes_markers(values: dict[int, Any]) -> dict[int, list[dict[str, Any]]]:
+    """Each marked value's markers, checked for their shape (a 400 naming the write)."""
+    return {index: markers_of(value, f"writes[{index}].value", named=True) for index, value in values.items()}
+
+
+def referred_ids(markers: dict[int, list[dict[str, Any]]], checkpoint_id: str) -> set[str]:
+    """The checkpoints the markers refer to: the one written against, or the one each names."""
+    return {marker.get("checkpoint") or checkpoint_id for found in markers.values() for marker in found}
+
+
+def writes_rebuilt(
+    values: dict[int, Any], rows: dict[str, dict[str, Any]], checkpoint_id: str, held: Callable[[dict[str, Any], str], Any]
+) -> dict[int, tuple[Any, bool]]:
+    """The marked values as stored, from the referred checkpoints' rows (`rows` by checkpoint id,
+    each with its `messages_ref`); `held(row, channel)` gives the list of a checkpoint that holds
+    its messages itself. A 412 (`write_refused`) when a checkpoint is missing or holds fewer."""
 
     def stored(marker: dict[str, Any]) -> Any:
         row = rows.get(marker.get("checkpoint") or checkpoint_id)

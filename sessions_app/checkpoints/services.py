@@ -507,15 +507,16 @@ def checkpoint_put_writes(
     checkpoint_id_validate(checkpoint_id)
     checkpoint_ns = checkpoint_ns_validate(checkpoint_ns)
     thread_id_validate(thread_id)
-    if not data.refers:
-        # On PostgreSQL the writes of an agent's own thread: one statement (fastpath.py).
-        rows = {WRITES_IDX_MAP.get(channel, index): (channel, value) for index, (channel, value) in enumerate(data.writes)}
-        written = fastpath.checkpoint_put_writes_fast(
-            actor=actor, thread_id=thread_id, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id,
-            task_id=data.task_id, task_path=data.task_path, rows=rows,
-        )
-        if written is not None:
-            return written
+    # On PostgreSQL the writes of an agent's own thread: one statement, or three in one
+    # transaction for writes holding messages by reference (fastpath.py).
+    rows = {WRITES_IDX_MAP.get(channel, index): (channel, value) for index, (channel, value) in enumerate(data.writes)}
+    marked = {WRITES_IDX_MAP.get(data.writes[index][0], index): data.writes[index][1] for index in data.refers}
+    written = fastpath.checkpoint_put_writes_fast(
+        actor=actor, thread_id=thread_id, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id,
+        task_id=data.task_id, task_path=data.task_path, rows=rows, marked=marked,
+    )
+    if written is not None:
+        return written
     return _checkpoint_put_writes_locked(
         actor=actor, thread_id=thread_id, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id, data=data
     )

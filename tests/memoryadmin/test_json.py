@@ -100,6 +100,22 @@ def test_the_parser_names_the_field_that_is_too_deep():
     assert caught.value.field == "body"
 
 
+@pytest.mark.parametrize("kind", [bytes, str])
+def test_a_text_with_fewer_containers_than_the_limit_skips_the_probe_and_one_with_more_is_probed(kind):
+    """The shortcut counts brackets and braces, strings included: never fewer than the containers."""
+    padding = '"' + "x" * 400 + '"'
+    exact = "[" * 160 + padding + "]" * 160
+    over = "[" * 161 + padding + "]" * 161
+    assert json_depth(mjson.loads(kind(exact, "ascii") if kind is bytes else exact, depth_max=160)) == 160
+    with pytest.raises(mjson.DepthExceeded):
+        mjson.loads(kind(over, "ascii") if kind is bytes else over, depth_max=160)
+    # Brackets inside strings push the count over the limit: the probe then decides, rightly.
+    flat = '{"text": "' + "[{" * 300 + '", "list": [[1]]}'
+    assert mjson.loads(kind(flat, "ascii") if kind is bytes else flat, depth_max=160)["list"] == [[1]]
+    assert json_depth(mjson.stored_loads("[" * 201 + padding + "]" * 201)) == 200
+    assert json_depth(mjson.stored_loads("[" * 200 + padding + "]" * 200)) == 200
+
+
 # --- the database's text ----------------------------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ from sessions_app.checkpoints import services as svc
 from sessions_app.models import Block, Checkpoint, CheckpointWrite, Thread
 
 from ..conftest import IS_POSTGRES
-from .test_checkpoint_storage import DOCUMENTS
+from .test_checkpoint_storage import DOCUMENTS, marker, send
 from .test_langgraph_conversation_api import conversation, human
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -88,6 +88,33 @@ def test_a_step_costs_two_round_trips_its_writes_one_and_the_latest_read_two(ali
     assert Thread.objects.get(thread_id=f"f-{count}").active_count == count + 1
 
 
+@postgres_only
+@pytest.mark.parametrize("count", [2, 300])
+def test_writes_holding_messages_by_reference_cost_three_statements_in_a_transaction_and_read_back_exactly(alice, count, django_assert_num_queries):
+    """A ReAct agent's tool call: its Send packet carries the agent's messages, by reference."""
+    head = grown(alice, f"m-{count}", count)
+    put(alice, f"m-{count}", "c1", 2, delta={"head": head, "append": [human(count)]}, parent="c0")
+    packet = send(marker(count + 1, [human(count + 1)], checkpoint="c1"))
+    items = [{"channel": "messages", "value": [human(count + 1)]}, {"channel": "__pregel_tasks", "value": packet, "refs": True}]
+    data = svc.write_input(task_id="task-1", writes=items)
+    with django_assert_num_queries(5):  # BEGIN, the thread key-share locked, the referred checkpoint, the writes, COMMIT
+        assert svc.checkpoint_put_writes(actor=alice, thread_id=f"m-{count}", checkpoint_id="c1", data=data) == 2
+    stored = CheckpointWrite.objects.get(channel="__pregel_tasks")
+    assert stored.refers and stored.value["kwargs"]["arg"]["state"]["messages"]["$messages"]["ref"]["count"] == count + 1
+    pending = {w.channel: w.value for w in latest.checkpoint_latest(actor=alice, thread_id=f"m-{count}").pending}
+    assert pending["__pregel_tasks"] == send(conversation(count) + [human(count), human(count + 1)])
+    assert pending["messages"] == [human(count + 1)]
+
+
+@postgres_only
+def test_writes_referring_to_a_checkpoint_not_stored_yet_take_the_general_path_and_its_412(alice):
+    grown(alice, "early", 2)
+    data = svc.write_input(task_id="t", writes=[{"channel": "x", "value": marker(1, checkpoint="c7"), "refs": True}])
+    with pytest.raises(PreconditionFailed):
+        svc.checkpoint_put_writes(actor=alice, thread_id="early", checkpoint_id="c7", data=data)
+    assert not CheckpointWrite.objects.exists()
+
+
 def test_the_latest_read_gives_what_the_general_read_gives(alice):
     head = grown(alice, "same", 3)
     put(alice, "same", "c1", 2, delta={"head": head, "append": [human(3)]}, parent="c0")
@@ -153,3 +180,48 @@ def test_a_delta_on_a_stale_head_is_a_412_and_writes_nothing_whichever_path(alic
     with pytest.raises(PreconditionFailed):
         put(alice, "stale", "c1", 2, delta={"head": "0" * 64, "append": [human(2)]}, parent="c0")
     assert (Checkpoint.objects.count(), Block.objects.count(), Thread.objects.get(thread_id="stale").updated_at) == before
+
+
+def _stored(thread_id):
+    """A thread as the store keeps it: its row's counts, its blocks, its checkpoints as read back."""
+    thread = Thread.objects.get(thread_id=thread_id)
+    blocks = list(Block.objects.filter(thread=thread).order_by("seq").values_list(
+        "seq", "position", "agent_code", "message", "chain_hash", "archived"))
+    rows = [
+        (cs.checkpoint_as_dict(cs.checkpoint_get(actor=thread.owner, thread_id=thread_id, checkpoint_id=row.checkpoint_id)),
+         row.messages_ref, row.node_id)
+        for row in Checkpoint.objects.filter(thread=thread).order_by("pk")
+    ]
+    for checkpoint_dict, _ref, _node in rows:
+        for moment in ("thread_id", "created_at", "updated_at"):
+            checkpoint_dict.pop(moment)
+    return (thread.title, thread.agent_code, thread.active_count, thread.archived_count, thread.last_seq), blocks, rows
+
+
+@postgres_only
+@pytest.mark.parametrize("count", [2, 300])
+def test_a_step_sent_whole_that_extends_the_thread_costs_two_round_trips_and_is_stored_as_the_general_path_stores_it(
+    alice, count, django_assert_num_queries, monkeypatch
+):
+    """An agent that sends each step's messages whole: the thread's messages and one more, then the same again."""
+    for thread_id in ("whole-fast", "whole-general"):
+        grown(alice, thread_id, count)
+    steps = [("c1", conversation(count) + [human(count)]), ("c2", conversation(count) + [human(count)])]
+    answers = {}
+    for checkpoint_id, messages in steps:
+        with django_assert_num_queries(2):
+            answers[checkpoint_id] = put(alice, "whole-fast", checkpoint_id, 2, messages=messages, parent="c0")
+    monkeypatch.setattr(svc.fastpath, "checkpoint_put_fast", lambda **kwargs: None)
+    general = {checkpoint_id: put(alice, "whole-general", checkpoint_id, 2, messages=messages, parent="c0")
+               for checkpoint_id, messages in steps}
+    assert {k: a.messages for k, a in answers.items()} == {k: a.messages for k, a in general.items()}
+    assert answers["c2"].messages["count"] == count + 1
+    assert _stored("whole-fast") == _stored("whole-general")
+
+
+@postgres_only
+def test_a_step_sent_whole_that_rewrites_the_thread_takes_the_general_path_and_archives(alice):
+    grown(alice, "rewritten", 4)
+    answer = put(alice, "rewritten", "c1", 2, messages=[human(90)], parent="c0")
+    thread = Thread.objects.get(thread_id="rewritten")
+    assert (answer.messages["count"], thread.active_count, thread.archived_count) == (1, 1, 4)
