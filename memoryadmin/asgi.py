@@ -6,6 +6,9 @@ never stored, whether it comes with a Content-Length or chunked; the request the
 reaches Django marked, and RequestLimitsMiddleware answers 413 as it does for every
 body over the limit (memoryadmin/middleware.py).
 
+`DirectCalls` serves the API's hottest methods without Django's handler, its middleware chain
+or DRF's dispatch, through the same pieces (memoryadmin/direct.py); every other request goes on.
+
 `RequestThreads` gives each request the thread its synchronous work runs on, and lets
 it go when a long-lived response (a live-turn stream) starts (memoryadmin/requestthread.py).
 
@@ -51,7 +54,8 @@ class Handler(ASGIHandler):
 
 django_application = Handler()
 
-from memoryadmin.middleware import BODY_TOO_LARGE  # noqa: E402 (after Django is set up)
+from memoryadmin.direct import DirectCalls  # noqa: E402 (after Django is set up)
+from memoryadmin.middleware import BODY_TOO_LARGE  # noqa: E402
 from memoryadmin.requestthread import RequestThreads  # noqa: E402
 
 
@@ -100,8 +104,9 @@ class BodyLimit:
 
 
 # RequestThreads outside: BodyLimit marks the very scope it hands to Django (a body found too
-# large while it is read), so nothing may copy the scope between the two.
-application = RequestThreads(BodyLimit(django_application, settings.MEMORYADMIN_MAX_BODY_BYTES))
+# large while it is read), so nothing may copy the scope between the two. DirectCalls outside
+# both: what it serves needs neither (memoryadmin/direct.py), what it does not is passed on as it came.
+application = DirectCalls(RequestThreads(BodyLimit(django_application, settings.MEMORYADMIN_MAX_BODY_BYTES)))
 
 if not settings.DEBUG and not settings.TESTING and not settings.STATIC_COLLECTED:
     logging.getLogger("memoryadmin").warning(

@@ -33,12 +33,17 @@ class RequestMetricsMiddleware:
     def __call__(self, request):
         started = time.perf_counter()
         response = self.get_response(request)
-        match = getattr(request, "resolver_match", None)
-        route = match.route if match is not None and match.route else "unmatched"
-        method = request.method if request.method in KNOWN_METHODS else "other"
-        HTTP_REQUESTS.labels(method, route, str(response.status_code)).inc()
-        HTTP_LATENCY.labels(method, route).observe(time.perf_counter() - started)
+        count_request(request, response, started)
         return response
+
+
+def count_request(request, response, started: float) -> None:
+    """One request counted, and its latency since `started` (time.perf_counter), by route and method."""
+    match = getattr(request, "resolver_match", None)
+    route = match.route if match is not None and match.route else "unmatched"
+    method = request.method if request.method in KNOWN_METHODS else "other"
+    HTTP_REQUESTS.labels(method, route, str(response.status_code)).inc()
+    HTTP_LATENCY.labels(method, route).observe(time.perf_counter() - started)
 
 
 class RequestLimitsMiddleware:

@@ -25,7 +25,9 @@ for those threads explicitly, since the request's context ends with the request.
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import Any
@@ -103,6 +105,16 @@ def _give_back(own: ThreadPoolExecutor) -> None:
             _idle.append(own)
             return
     own.shutdown(wait=False)
+
+
+async def on_a_request_thread(fn: Callable[[], Any]) -> Any:
+    """`fn()` on one of the process's request threads (taken from the idle ones, given back when
+    it has returned), awaited on the event loop: a direct call's synchronous work
+    (memoryadmin/direct.py), with none of a Django request's per-request context around it."""
+    own = _take_thread()
+    future = own.submit(fn)
+    future.add_done_callback(lambda _done: _give_back(own))
+    return await asyncio.wrap_future(future)
 
 
 def let_go(request: Any) -> None:

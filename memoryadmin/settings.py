@@ -411,6 +411,8 @@ WHITENOISE_MANIFEST_STRICT = False
 # Request bodies above this many bytes are refused with 413 before they are read.
 MEMORYADMIN_MAX_BODY_BYTES = env_int("MEMORYADMIN_MAX_BODY_BYTES", 16 * 1024 * 1024, minimum=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYADMIN_MAX_BODY_BYTES
+# Under ASGI the API's hottest methods skip Django's handler and DRF's dispatch (memoryadmin/direct.py).
+MEMORYADMIN_DIRECT_CALLS = env_bool("MEMORYADMIN_DIRECT_CALLS", True)
 # Longest context accepted in one agent-state save.
 MEMORYADMIN_MAX_CONTEXT_MESSAGES = env_int("MEMORYADMIN_MAX_CONTEXT_MESSAGES", 100_000, minimum=1)
 # The graph compiler's limits (docs/graphs.md): nodes in all levels together, and edges, a

@@ -74,3 +74,46 @@ def anon_api():
 def login_client(client, user):
     client.force_login(user)
     return client
+
+
+class AsgiServer:
+    """The production ASGI application (memoryadmin.asgi) served by uvicorn on a thread of the test
+    process, against the test database: what gunicorn's workers run, direct calls included."""
+
+    def __init__(self):
+        import socket
+        import threading
+
+        import uvicorn
+
+        from memoryadmin.asgi import application
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        config = uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning", loop="asyncio")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        for _ in range(500):
+            if self.server.started:
+                return
+            import time
+
+            time.sleep(0.01)
+        raise RuntimeError("uvicorn did not start")
+
+    def stop(self):
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def asgi_server(transactional_db, settings):
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
+    server = AsgiServer()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,5 +1,6 @@
 """LangGraph's checkpointer conformance suite, run against MemoryAdminSaver and a live server.
 
+The server is the production ASGI application (the `asgi_server` fixture: direct calls included).
 `langgraph-checkpoint-conformance` is driven as its README and `validate.py` say:
 register an async factory with `@checkpointer_test`, run `validate()`, read the
 report. It detects which optional capabilities the saver implements (by the
@@ -21,12 +22,12 @@ from memoryadmin_client.langgraph import MemoryAdminSaver
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_memoryadmin_saver_passes_every_capability_of_the_conformance_suite(live_server, alice, capsys):
+def test_memoryadmin_saver_passes_every_capability_of_the_conformance_suite(asgi_server, alice, capsys):
     key = apikey_create(owner=alice).plaintext
 
     @checkpointer_test(name="MemoryAdminSaver")
     async def memoryadmin_saver():
-        saver = MemoryAdminSaver(live_server.url, key)
+        saver = MemoryAdminSaver(asgi_server.url, key)
         try:
             yield saver
         finally:

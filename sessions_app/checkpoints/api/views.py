@@ -80,6 +80,8 @@ def _put_input(data: dict[str, Any]) -> svc.CheckpointInput:
 
 class CheckpointListView(APIView):
     schema = JsonQueryAutoSchema()
+    # Served without Django's handler and DRF's dispatch under ASGI (memoryadmin/direct.py): a step's put.
+    direct_methods = ("post",)
 
     @extend_schema(
         parameters=[
@@ -141,6 +143,7 @@ class CheckpointListView(APIView):
 
 
 class CheckpointLatestView(APIView):
+    direct_methods = ("get",)  # memoryadmin/direct.py: an agent's first read of each invoke
     @extend_schema(
         parameters=[THREAD_ID, NS_QUERY, CHECKPOINT_ETAG], responses=s.CheckpointSerializer, summary="The latest checkpoint"
     )
@@ -209,6 +212,7 @@ class CheckpointDetailView(APIView):
 
 
 class CheckpointWritesView(APIView):
+    direct_methods = ("post",)  # memoryadmin/direct.py: a step's writes
     @extend_schema(
         parameters=[THREAD_ID, CHECKPOINT_ID],
         request=s.WritesPostSerializer,
