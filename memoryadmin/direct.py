@@ -27,6 +27,9 @@ A request is handed to Django instead when anything is unusual: no API key heade
 not allowed, an http request where https is required, a body without a Content-Length or
 over the limit, NUL characters in the URL, a body that is not JSON by its Content-Type, or a
 route or method not listed. `MEMORYADMIN_DIRECT_CALLS=0` turns the wrapper off.
+
+Listed today: the checkpoint put, its writes and the latest checkpoint (sessions_app/checkpoints/api/views.py),
+the store's item get and put and its search (store_app/api/views.py).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from django.middleware.security import SecurityMiddleware
 from django.urls import Resolver404, resolve
 from django.utils.log import log_response
 from rest_framework import exceptions
+from rest_framework.response import Response
 
 from .middleware import count_request
 from .requestthread import on_a_request_thread
@@ -211,10 +215,12 @@ def _respond(request: DirectRequest, match, view_class: type):
         response = getattr(view, request.method.lower())(request, *match.args, **match.kwargs)
     except Exception as exc:
         response = view.handle_exception(exc)
-    response.accepted_renderer, response.accepted_media_type = renderer, renderer.media_type
-    response.renderer_context = view.get_renderer_context()
     for name, value in view.headers.items():
         response[name] = value
+    if not isinstance(response, Response):
+        return response  # a view's own HttpResponse, as DRF passes it on
+    response.accepted_renderer, response.accepted_media_type = renderer, renderer.media_type
+    response.renderer_context = view.get_renderer_context()
     return response.render()
 
 

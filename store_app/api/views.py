@@ -72,6 +72,8 @@ def item_as_dict(item: StoreItem, *, with_score: bool = False) -> dict[str, Any]
 
 
 class StoreItemsView(APIView):
+    # Served without Django's handler and DRF's dispatch under ASGI (memoryadmin/direct.py).
+    direct_methods = ("get", "put")
     @extend_schema(
         parameters=[
             OpenApiParameter(
@@ -126,6 +128,7 @@ class StoreItemsView(APIView):
 
 
 class StoreSearchView(APIView):
+    direct_methods = ("post",)  # memoryadmin/direct.py
     @extend_schema(
         request=s.StoreSearchRequestSerializer,
         responses=s.StoreSearchResponseSerializer,

@@ -148,3 +148,42 @@ def test_what_is_not_for_a_direct_call_goes_to_django(asgi_server, alice, settin
     big = httpx.post(url, json={**body, "pad": "x" * 200}, headers={"X-Api-Key": key})
     assert big.status_code == 413 and big.json()["code"] == "too_large"
     assert served == []
+
+
+def store_answers(base: str, suffix: str, mine: str, theirs: str) -> list[tuple]:
+    bearer = {"Authorization": f"Bearer {mine}"}
+    items = f"{base}/api/v1/store/items"
+    calls = [
+        ("PUT", items, {"headers": bearer, "json": {"namespace": ["notes", suffix], "key": "k1", "value": {"text": "hello", "n": 1}}}),
+        ("PUT", items, {"headers": bearer, "json": {"namespace": ["notes", suffix], "value": {}}}),  # 400: no key
+        ("PUT", items, {"headers": {"Authorization": f"Bearer {theirs}"}, "json": {"namespace": ["notes", suffix], "key": "k1", "value": {}}}),
+        ("GET", f"{items}?namespace=notes.{suffix}&key=k1", {"headers": bearer}),
+        ("GET", f"{items}?namespace=notes.{suffix}&key=none", {"headers": bearer}),  # null, Django's own JsonResponse
+        ("GET", f"{items}?key=k1", {"headers": bearer}),  # 400: no namespace
+        ("GET", f"{items}?namespace=notes.{suffix}&key=k1&refresh_ttl=maybe", {"headers": bearer}),  # 400
+        ("POST", f"{items}/search", {"headers": bearer, "json": {"namespace_prefix": ["notes", suffix], "filter": {"n": 1}}}),
+        ("POST", f"{items}/search", {"headers": bearer, "json": {"namespace_prefix": "notes", "limit": -1}}),  # 400
+    ]
+    found = []
+    for method, url, options in calls:
+        response = httpx.request(method, url, **options)
+        headers = {name: value for name, value in response.headers.items() if name not in ("date", "content-length")}
+        body = response.json() if response.content else None
+        for item in body.get("items", []) if isinstance(body, dict) else []:
+            item.pop("created_at", None), item.pop("updated_at", None)
+        if isinstance(body, dict):
+            body.pop("created_at", None), body.pop("updated_at", None)
+        found.append((method, url.replace(suffix, "S"), response.status_code, str(body).replace(suffix, "S"), headers))
+    return found
+
+
+def test_the_stores_direct_calls_answer_what_django_and_drf_answer(asgi_server, alice, bob, settings, served):
+    mine, theirs = apikey_create(owner=alice).plaintext, apikey_create(owner=bob).plaintext
+    settings.MEMORYADMIN_DIRECT_CALLS = False
+    through_django = store_answers(asgi_server.url, "viadjango", mine, theirs)
+    assert served == []
+    settings.MEMORYADMIN_DIRECT_CALLS = True
+    direct_answers = store_answers(asgi_server.url, "viadirect", mine, theirs)
+    assert len(served) == len(direct_answers)
+    assert direct_answers == through_django
+    assert [answer[2] for answer in direct_answers][:6] == [204, 400, 403, 200, 200, 400]
