@@ -29,7 +29,8 @@ over the limit, NUL characters in the URL, a body that is not JSON by its Conten
 route or method not listed. `MEMORYADMIN_DIRECT_CALLS=0` turns the wrapper off.
 
 Listed today: the checkpoint put, its writes and the latest checkpoint (sessions_app/checkpoints/api/views.py),
-the store's item get and put and its search (store_app/api/views.py).
+an agent's state load, save and append (sessions_app/threads/api/views.py), the store's item get
+and put and its search (store_app/api/views.py).
 """
 
 from __future__ import annotations

@@ -134,7 +134,7 @@ def test_what_is_not_for_a_direct_call_goes_to_django(asgi_server, alice, settin
     body = {"checkpoint": checkpoint("c1"), "checkpoint_id": "c1"}
     # Not listed: another method of the same view, another view.
     assert httpx.get(url, headers={"X-Api-Key": key}).status_code == 404  # no such thread yet
-    assert httpx.get(f"{asgi_server.url}/api/v1/threads/elsewhere/agent-state", headers={"X-Api-Key": key}).status_code == 404
+    assert httpx.get(f"{asgi_server.url}/api/v1/threads/elsewhere/messages", headers={"X-Api-Key": key}).status_code == 404
     # No key: a session (here none), so Django's 401.
     assert httpx.post(url, json=body).status_code == 401
     # A body that is not JSON by its type: DRF's 415.
@@ -187,3 +187,42 @@ def test_the_stores_direct_calls_answer_what_django_and_drf_answer(asgi_server, 
     assert len(served) == len(direct_answers)
     assert direct_answers == through_django
     assert [answer[2] for answer in direct_answers][:6] == [204, 400, 403, 200, 200, 400]
+
+
+def state_answers(base: str, thread: str, mine: str, theirs: str) -> list[tuple]:
+    bearer = {"Authorization": f"Bearer {mine}"}
+    url = f"{base}/api/v1/threads/{thread}/agent-state"
+    context = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]
+    calls = [
+        ("PUT", url, {"headers": bearer, "json": {"agent_code": "a", "context": context}}),
+        ("PUT", url, {"headers": bearer, "json": {"agent_code": "a", "context": context + [{"role": "user", "content": "more"}]}}),
+        ("PUT", url, {"headers": {**bearer, "If-Match": '"stale"'}, "json": {"agent_code": "a", "context": context}}),  # 412
+        ("PUT", url, {"headers": bearer, "json": {"agent_code": "a", "context": "no"}}),  # 400
+        ("PUT", url, {"headers": {"Authorization": f"Bearer {theirs}"}, "json": {"agent_code": "a", "context": context}}),  # 403
+        ("GET", url, {"headers": bearer}),
+        ("GET", f"{base}/api/v1/threads/{thread}-none/agent-state", {"headers": bearer}),  # 404
+        ("POST", f"{url}/append", {"headers": bearer, "json": {"agent_code": "a", "head": "0" * 64, "messages": [{"role": "user", "content": "x"}]}}),
+    ]
+    found = []
+    for method, target, options in calls:
+        response = httpx.request(method, target, **options)
+        headers = {name: value for name, value in response.headers.items() if name not in ("date", "content-length", "etag")}
+        body = response.json() if response.content else None
+        if isinstance(body, dict):
+            for moment in ("created_at", "updated_at", "etag"):
+                body.pop(moment, None)
+        found.append((method, target.replace(thread, "T"), response.status_code, str(body).replace(thread, "T"), headers,
+                      "etag" in response.headers))
+    return found
+
+
+def test_an_agents_state_through_direct_calls_is_what_django_and_drf_answer(asgi_server, alice, bob, settings, served):
+    mine, theirs = apikey_create(owner=alice).plaintext, apikey_create(owner=bob).plaintext
+    settings.MEMORYADMIN_DIRECT_CALLS = False
+    through_django = state_answers(asgi_server.url, "state-django", mine, theirs)
+    assert served == []
+    settings.MEMORYADMIN_DIRECT_CALLS = True
+    direct_answers = state_answers(asgi_server.url, "state-direct", mine, theirs)
+    assert len(served) == len(direct_answers)
+    assert direct_answers == through_django
+    assert [answer[2] for answer in direct_answers][:7] == [200, 200, 412, 400, 403, 200, 404]

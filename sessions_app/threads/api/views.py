@@ -24,6 +24,8 @@ def thread_summary(thread) -> dict:
 
 
 class AgentStateView(APIView):
+    # Served without Django's handler and DRF's dispatch under ASGI (memoryadmin/direct.py).
+    direct_methods = ("get", "put")
     @extend_schema(parameters=[THREAD_ID, ETAG_HEADER], responses=s.AgentStateSerializer, summary="Load an agent's state")
     def get(self, request: Request, thread_id: str) -> Response:
         state = selectors.thread_agent_state(actor=request.user, thread_id=thread_id)
@@ -62,6 +64,7 @@ class AgentStateView(APIView):
 
 
 class AgentStateAppendView(APIView):
+    direct_methods = ("post",)  # memoryadmin/direct.py
     @extend_schema(
         parameters=[
             THREAD_ID,
