@@ -118,3 +118,46 @@ def test_a_checkpoint_travels_with_each_channel_value_encoded_and_comes_back_who
     assert values["messages"][0]["lc"] == 1 and is_blob(values["raw"]) and values["count"] == 3
     assert sent["versions_seen"] == checkpoint["versions_seen"]
     assert codec.load_checkpoint(sent) == checkpoint
+
+
+def _envelopes():
+    from langchain_core.load import dumpd
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    ai = AIMessage(content=[{"type": "text", "text": "hi"}], id="a1", tool_calls=[{"name": "f", "args": {"x": [1, 2.5]}, "id": "c1"}],
+                   additional_kwargs={"nested": {"deep": [{"k": None}]}}, response_metadata={"model": "m"})
+    codec = ValueCodec(JsonPlusSerializer())
+    return [
+        dumpd(HumanMessage(content="hello", id="h1")),
+        dumpd(ai),
+        dumpd(ToolMessage(content="18 °C", tool_call_id="c1", id="t1")),
+        codec.dump(Send("tools", {"messages": [HumanMessage(content="x", id="h2")], "n": 1})),
+        codec.dump(Interrupt(value={"ask": "why?"}, id="i1")),
+        {"lc": 1, "type": "constructor", "id": ["not", "allowed", "Thing"], "kwargs": {}},
+    ]
+
+
+@pytest.mark.parametrize("envelope", _envelopes())
+def test_a_value_is_revived_as_langgraphs_serializer_reads_its_json(envelope):
+    """The codec revives parsed envelopes with the serializer's own hook, without writing them out again."""
+    serde = JsonPlusSerializer()
+    codec = ValueCodec(serde)
+    assert codec._hook is not None
+    try:
+        expected = serde.loads_typed(("json", json.dumps(envelope).encode()))
+    except Exception as exc:  # a class LangChain does not revive: the same refusal
+        with pytest.raises(type(exc)):
+            codec.load(envelope)
+        return
+    revived = codec.load(envelope)
+    assert type(revived) is type(expected) and revived == expected
+
+
+def test_a_serializer_reading_json_its_own_way_is_asked_through_loads_typed():
+    class Own(JsonPlusSerializer):
+        def loads_typed(self, data):
+            return ("own", data[0])
+
+    codec = ValueCodec(Own())
+    assert codec._hook is None
+    assert codec.load({"lc": 1, "type": "constructor", "id": ["x"], "kwargs": {}}) == ("own", "json")

@@ -28,6 +28,7 @@ import dataclasses
 import json
 import math
 import operator
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.load import dumpd
@@ -194,6 +195,17 @@ MESSAGE_SHAPES = _message_shapes()
 _CONTENT = operator.attrgetter("content")
 
 
+def _hooked(value: Any, hook: Callable[[dict[str, Any]], Any]) -> Any:
+    """What `json.loads(json.dumps(value), object_hook=hook)` gives: each object's members first,
+    then the object passed to `hook`; lists kept as lists. (`value` holds only what JSON parses to.)"""
+    kind = type(value)
+    if kind is dict:
+        return hook({key: _hooked(item, hook) for key, item in value.items()})
+    if kind is list:
+        return [_hooked(item, hook) for item in value]
+    return value
+
+
 def contents_of(items: list[Any]) -> list[Any]:
     """Each item's `content` (None for an item without one): what says a message object was
     not edited in place since it was sent."""
@@ -260,6 +272,13 @@ class ValueCodec:
     def __init__(self, serde: SerializerProtocol):
         self.serde = serde
         self.readable = isinstance(serde, JsonPlusSerializer)
+        # JsonPlusSerializer reads JSON as `json.loads(text, object_hook=self._reviver)`: the same hook
+        # applied to the values already parsed (`_hooked`) gives the same objects without writing
+        # each envelope out and parsing it again. Any other serializer (or one that reads JSON its
+        # own way) is asked through its `loads_typed`.
+        reviver = getattr(serde, "_reviver", None)
+        plain = self.readable and type(serde).loads_typed is JsonPlusSerializer.loads_typed
+        self._hook = reviver if plain and callable(reviver) else None
 
     # to the wire
 
@@ -365,6 +384,9 @@ class ValueCodec:
         return envelope
 
     def _revive(self, envelope: dict[str, Any]) -> Any:
+        hook = self._hook
+        if hook is not None:
+            return _hooked(envelope, hook)
         text = json.dumps(envelope, ensure_ascii=False, allow_nan=False)
         return self.serde.loads_typed(("json", text.encode()))
 
