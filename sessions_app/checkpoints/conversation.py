@@ -24,9 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Q, TextField
+from django.db.models.functions import Cast
 
 from memoryadmin.errors import InvalidInput, PreconditionFailed
+from memoryadmin.json import stored_loads
+from memoryadmin.jsoncheck import SHOWN_DEPTH_MAX
 
 from sessions_app.threads import append as thread_append
 from sessions_app.threads import services as thread_services
@@ -248,6 +251,31 @@ def checkpoints_hydrate(rows: list, also: list = ()) -> list:
     return checkpoints_expand(rows)
 
 
+def _messages_read(rows: list) -> list:
+    """The blocks' messages (each row's fourth item, its stored JSON text) as Python values, read
+    as one JSON array: one parse for all of them instead of one per block, with what reading a
+    stored value guarantees (`stored_loads`: exact integers, a message too deep cut and marked).
+    Text that is not JSON (which no write stores) is read block by block, kept as text, as the
+    model field keeps it."""
+    texts = [row[3] for row in rows]
+    if not texts:
+        return []
+    try:
+        if all(isinstance(text, str) for text in texts):
+            messages = stored_loads("[" + ",".join(texts) + "]", depth_max=SHOWN_DEPTH_MAX + 1)
+            if isinstance(messages, list) and len(messages) == len(texts):
+                return messages
+    except ValueError:
+        pass
+    read = []
+    for text in texts:
+        try:
+            read.append(stored_loads(text) if isinstance(text, str) else text)
+        except ValueError:
+            read.append(text)
+    return read
+
+
 def _messages_hydrate(rows: list) -> list:
     """Put every referenced messages channel back into its checkpoint's `channel_values`.
 
@@ -269,11 +297,13 @@ def _messages_hydrate(rows: list) -> list:
         high = max(row.messages_ref["upto"] for row in group)
         where |= Q(thread_id=thread_pk, agent_code=agent, seq__gte=low, seq__lte=high)
     found: dict[tuple[int, str], list] = {}
-    for thread_pk, agent, seq, message, chain_hash in (
+    rows_read = list(
         Block.objects.filter(where)
         .order_by("thread_id", "agent_code", "seq")
-        .values_list("thread_id", "agent_code", "seq", "message", "chain_hash")
-    ):
+        .annotate(text=Cast("message", TextField()))
+        .values_list("thread_id", "agent_code", "seq", "text", "chain_hash")
+    )
+    for (thread_pk, agent, seq, _text, chain_hash), message in zip(rows_read, _messages_read(rows_read), strict=True):
         found.setdefault((thread_pk, agent), []).append((seq, message, chain_hash))
     for key, group in wanted.items():
         blocks = found.get(key, [])

@@ -225,3 +225,18 @@ def test_a_step_sent_whole_that_rewrites_the_thread_takes_the_general_path_and_a
     answer = put(alice, "rewritten", "c1", 2, messages=[human(90)], parent="c0")
     thread = Thread.objects.get(thread_id="rewritten")
     assert (answer.messages["count"], thread.active_count, thread.archived_count) == (1, 1, 4)
+
+
+def test_a_block_stored_deeper_than_a_read_shows_reads_back_cut(alice):
+    """The blocks' messages are read as one JSON array; a message stored deeper than reads show is cut, alone."""
+    from memoryadmin.json import DEEP_MARKER
+    from memoryadmin.jsoncheck import json_depth
+
+    grown(alice, "odd", 3)
+    thread = Thread.objects.get(thread_id="odd")
+    deep = human(1)
+    deep["kwargs"]["additional_kwargs"] = {"x": __import__("functools").reduce(lambda inner, _: [inner], range(300), "bottom")}
+    Block.objects.filter(thread=thread, seq=2).update(message=deep)
+    read = latest.checkpoint_latest(actor=alice, thread_id="odd").checkpoint["channel_values"]["messages"]
+    assert len(read) == 3 and read[0] == conversation(3)[0] and read[2] == conversation(3)[2]
+    assert json_depth(read[1]) == 200 and DEEP_MARKER in str(read[1])
