@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import resource
 import signal
@@ -37,9 +38,14 @@ class Totals:
         self.all_open_at: float | None = None
 
 
-async def hold_stream(host: str, port: int, path: str, cookie: str, totals: Totals, stop: asyncio.Event, target: int) -> None:
-    """One tab following a thread's live turn; reopened when the server ends it."""
+async def hold_stream(host: str, port: int, path: str, cookie: str, totals: Totals, stop: asyncio.Event, target: int,
+                      turn_of: dict[str, int], thread: str) -> None:
+    """One tab following a thread's live turn; reopened when the server ends it, from the last
+    chunk it received (`?turn=&after=`, as the page's panel reopens it), so that no chunk
+    is received twice."""
+    after = None
     while not stop.is_set():
+        target_path = path if after is None or thread not in turn_of else f"{path}?turn={turn_of[thread]}&after={after}"
         try:
             reader, writer = await asyncio.open_connection(host, port)
         except OSError:
@@ -47,7 +53,7 @@ async def hold_stream(host: str, port: int, path: str, cookie: str, totals: Tota
             await asyncio.sleep(1)
             continue
         try:
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\nCookie: {cookie}\r\n\r\n".encode())
+            writer.write(f"GET {target_path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\nCookie: {cookie}\r\n\r\n".encode())
             head = await reader.readuntil(b"\r\n\r\n")
             status = int(head.split(b" ", 2)[1])
             if status != 200:
@@ -73,8 +79,13 @@ async def hold_stream(host: str, port: int, path: str, cookie: str, totals: Tota
                     buffer += piece
                     while b"\n\n" in buffer:
                         event, buffer = buffer.split(b"\n\n", 1)
-                        if event.startswith(b"event: timeout"):
+                        # The body is chunked: an event may follow a chunk's size line.
+                        if b"event: timeout" in event:
                             totals.timed_out += 1
+                        found_id = event.find(b"\nid: ")
+                        if found_id >= 0:
+                            with contextlib.suppress(ValueError):
+                                after = int(event[found_id + 5:].split(b"\n", 1)[0].strip())
                         marker = event.find(b"data: sent=")
                         if marker >= 0:
                             totals.received += 1
@@ -89,12 +100,16 @@ async def hold_stream(host: str, port: int, path: str, cookie: str, totals: Tota
             writer.close()
 
 
-async def feed(base: str, key: str, threads: list[str], rate: float, totals: Totals, stop: asyncio.Event, go: asyncio.Event) -> None:
+async def feed(base: str, key: str, threads: list[str], rate: float, totals: Totals, stop: asyncio.Event, go: asyncio.Event,
+               turn_of: dict[str, int]) -> None:
     """An agent streaming its answers: chunks through the API, stamped with the time sent."""
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as http:
         for thread in threads:
             (await http.post(f"/api/v1/threads/{thread}/turns", json={"question": "load"})).raise_for_status()
+            pending = (await http.get(f"/api/v1/threads/{thread}/turns")).json().get("pending") or {}
+            if isinstance(pending.get("id"), int):
+                turn_of[thread] = pending["id"]
         await go.wait()
         n = 0
         while not stop.is_set():
@@ -139,11 +154,15 @@ async def main() -> None:
     loop.call_later(args.seconds, stop.set)
     started = time.time()
     holders = []
+    turn_of: dict[str, int] = {}
     for i in range(args.streams):
-        path = f"/threads/{threads[i % len(threads)]}/turns/stream"
-        holders.append(asyncio.create_task(hold_stream(url.hostname, url.port, path, args.cookie, totals, stop, args.streams)))
+        thread = threads[i % len(threads)]
+        path = f"/threads/{thread}/turns/stream"
+        holders.append(asyncio.create_task(
+            hold_stream(url.hostname, url.port, path, args.cookie, totals, stop, args.streams, turn_of, thread)
+        ))
         await asyncio.sleep(1 / args.open_rate)
-    feeder = asyncio.create_task(feed(args.base, args.key, threads, args.chunks_per_second, totals, stop, go))
+    feeder = asyncio.create_task(feed(args.base, args.key, threads, args.chunks_per_second, totals, stop, go, turn_of))
     await stop.wait()
     for task in [*holders, feeder]:
         task.cancel()

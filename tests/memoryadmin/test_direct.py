@@ -226,3 +226,23 @@ def test_an_agents_state_through_direct_calls_is_what_django_and_drf_answer(asgi
     assert len(served) == len(direct_answers)
     assert direct_answers == through_django
     assert [answer[2] for answer in direct_answers][:7] == [200, 200, 412, 400, 403, 200, 404]
+
+
+def test_an_unexpected_error_in_a_direct_call_is_answered_and_logged_as_django_does(asgi_server, alice, settings, served, monkeypatch, caplog):
+    from sessions_app.checkpoints.api import views
+
+    def broken(self, request, thread_id):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(views.CheckpointLatestView, "get", broken)
+    key = apikey_create(owner=alice).plaintext
+    url = f"{asgi_server.url}/api/v1/threads/any/checkpoints/latest"
+    answers = {}
+    for direct_on in (False, True):
+        settings.MEMORYADMIN_DIRECT_CALLS = direct_on
+        caplog.clear()
+        response = httpx.get(url, headers={"X-Api-Key": key})
+        logged = [record for record in caplog.records if record.name == "django.request" and record.levelname == "ERROR"]
+        answers[direct_on] = (response.status_code, response.json(), len(logged))
+    assert answers[True] == answers[False] == (500, {"code": "server_error", "detail": "Something went wrong on our side; it has been logged."}, 1)
+    assert len(served) == 1
