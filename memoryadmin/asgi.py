@@ -29,6 +29,7 @@ from django.conf import settings
 from django.core.handlers import base
 from django.core.handlers.asgi import ASGIHandler
 from django.http import FileResponse
+from django.urls import get_resolver
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryadmin.settings")
 django.setup(set_prefix=False)
@@ -102,6 +103,11 @@ class BodyLimit:
 
         return await self.app(scope, limited_receive, send)
 
+
+# The URLconf and every view module it imports, loaded now: with gunicorn's preload_app this is
+# before the workers fork, so a worker (a recycled one's successor too) answers its first
+# request without importing them.
+get_resolver().url_patterns
 
 # RequestThreads outside: BodyLimit marks the very scope it hands to Django (a body found too
 # large while it is read), so nothing may copy the scope between the two. DirectCalls outside
