@@ -208,8 +208,11 @@ def _respond(request: DirectRequest, match, view_class: type):
     view.setup(request, *match.args, **match.kwargs)
     view.format_kwarg = None
     view.headers = view.default_response_headers
-    renderer = view.get_renderers()[0]
+    renderer = view.get_renderers()[0]  # what an error is rendered with when negotiation failed (DRF's force)
+    media_type = renderer.media_type
     try:
+        # The answer's renderer as DRF negotiates it: an Accept or ?format= it cannot meet is its 406 or 404.
+        renderer, media_type = view.perform_content_negotiation(request)
         _authenticate(request, view)
         view.check_permissions(request)
         view.check_throttles(request)
@@ -220,7 +223,7 @@ def _respond(request: DirectRequest, match, view_class: type):
         response[name] = value
     if not isinstance(response, Response):
         return response  # a view's own HttpResponse, as DRF passes it on
-    response.accepted_renderer, response.accepted_media_type = renderer, renderer.media_type
+    response.accepted_renderer, response.accepted_media_type = renderer, media_type
     response.renderer_context = view.get_renderer_context()
     return response.render()
 

@@ -50,6 +50,8 @@ def scenario(base: str, thread: str, mine: str, theirs: str, their_thread: str) 
         ("GET", f"{base}/api/v1/threads/{'x' * 300}/checkpoints/latest", {"headers": bearer}),  # 400: a thread id too long
         ("GET", f"{base}/api/v1/threads/{thread}-none/checkpoints/latest", {"headers": bearer}),  # 404
         ("GET", f"{base}/api/v1/threads/{their_thread}/checkpoints/latest", {"headers": bearer}),  # 403 (a member)
+        ("GET", f"{put}/latest", {"headers": {**bearer, "Accept": "text/html"}}),  # 406: DRF's negotiation
+        ("GET", f"{put}/latest?format=xml", {"headers": bearer}),  # 404: no such renderer
     ]
 
 
@@ -93,7 +95,7 @@ def test_direct_calls_answer_what_django_and_drf_answer(asgi_server, alice, bob,
     direct_answers = answers(asgi_server.url, "thread-direct", mine, theirs, "bobs")
     assert len(served) == len(direct_answers)
     assert direct_answers == through_django
-    assert [answer[2] for answer in direct_answers] == [201, 200, 412, 400, 400, 400, 400, 401, 403, 204, 400, 403, 200, 400, 404, 403]
+    assert [answer[2] for answer in direct_answers] == [201, 200, 412, 400, 400, 400, 400, 401, 403, 204, 400, 403, 200, 400, 404, 403, 406, 404]
     # Each 403 audited the same way, by whoever asked.
     events = list(AuditEvent.objects.filter(action="access.denied").order_by("pk"))
     assert len(events) == 2 * denied and {event.detail["path"].split("/")[4] for event in events[denied:]} >= {"thread-direct", "bobs"}
