@@ -153,6 +153,15 @@ def test_a_value_is_revived_as_langgraphs_serializer_reads_its_json(envelope):
     assert type(revived) is type(expected) and revived == expected
 
 
+def test_a_value_that_is_not_json_is_still_sent_as_a_blob():
+    """The check of an envelope built for sending still writes it out as strict JSON."""
+    from langchain_core.messages import AIMessage
+
+    codec = ValueCodec(JsonPlusSerializer())
+    dumped = codec.dump(AIMessage(content="x", id="a", additional_kwargs={"at": (1, 2), "nan": float("nan")}))
+    assert BLOB_KEY in dumped and codec.load(dumped).content == "x"
+
+
 def test_a_serializer_reading_json_its_own_way_is_asked_through_loads_typed():
     class Own(JsonPlusSerializer):
         def loads_typed(self, data):

@@ -384,11 +384,18 @@ class ValueCodec:
         return envelope
 
     def _revive(self, envelope: dict[str, Any]) -> Any:
+        """An envelope built here, read back as the server will give it: written out as strict JSON
+        first (what is not JSON raises), then read by the serializer."""
+        text = json.dumps(envelope, ensure_ascii=False, allow_nan=False)
+        return self.serde.loads_typed(("json", text.encode()))
+
+    def _revive_parsed(self, envelope: dict[str, Any]) -> Any:
+        """An envelope parsed from the wire (JSON already): the serializer's hook on it, when the
+        serializer reads JSON with one, instead of writing it out and parsing it again."""
         hook = self._hook
         if hook is not None:
             return _hooked(envelope, hook)
-        text = json.dumps(envelope, ensure_ascii=False, allow_nan=False)
-        return self.serde.loads_typed(("json", text.encode()))
+        return self._revive(envelope)
 
     # from the wire
 
@@ -401,7 +408,7 @@ class ValueCodec:
             if len(value) == 1 and isinstance(blob, dict):
                 return self.serde.loads_typed((blob["type"], base64.b64decode(blob["base64"])))
             if value.get("lc") in (1, 2) and value.get("type") == "constructor":
-                return self._revive(value)
+                return self._revive_parsed(value)
             return {key: self.load(item) for key, item in value.items()}
         return value
 
