@@ -11,7 +11,8 @@ one of them itself when it carries an API key, and hands everything else to Djan
 Served directly, a request goes through the same pieces, not copies of them:
 
 - the route: Django's URL resolver (`resolve`), so the path and its converters are the ones
-  the URLconf declares; the view's class, its authenticators, permissions and throttles;
+  the URLconf declares; the view's class, its content negotiation, authenticators, permissions
+  and throttles;
 - the request: Django's `ASGIRequest` made from the scope (headers, query string, host and
   scheme exactly as Django reads them), with what DRF's `Request` gives a view (`data` parsed
   by the API's parser, `query_params`, `user`, `auth`);
