@@ -55,17 +55,24 @@ def scenario(base: str, thread: str, mine: str, theirs: str, their_thread: str) 
     ]
 
 
-def answers(base: str, thread: str, mine: str, theirs: str, their_thread: str) -> list[tuple]:
+def collected(calls: list[tuple[str, str, dict]], name: str) -> list[tuple]:
+    """Each call's answer as both paths must give it alike: status, body and headers, with the
+    moments (and ETags) of what was written left out and `name` (a thread or namespace) as "T"."""
     found = []
-    for method, url, options in scenario(base, thread, mine, theirs, their_thread):
+    for method, url, options in calls:
         response = httpx.request(method, url, **options)
-        headers = {name: value for name, value in response.headers.items() if name not in ("date", "etag", "content-length")}
+        headers = {key: value for key, value in response.headers.items() if key not in ("date", "etag", "content-length")}
         body = response.json() if response.content else None
-        if isinstance(body, dict):  # the moments a checkpoint was written differ, of course
-            body.pop("created_at", None), body.pop("updated_at", None)
-        found.append((method, url.replace(thread, "T"), response.status_code, str(body).replace(thread, "T"), headers,
+        for item in [body, *body.get("items", [])] if isinstance(body, dict) else []:
+            for moment in ("created_at", "updated_at", "etag"):
+                item.pop(moment, None)
+        found.append((method, url.replace(name, "T"), response.status_code, str(body).replace(name, "T"), headers,
                       "etag" in response.headers))
     return found
+
+
+def answers(base: str, thread: str, mine: str, theirs: str, their_thread: str) -> list[tuple]:
+    return collected(scenario(base, thread, mine, theirs, their_thread), thread)
 
 
 @pytest.fixture
@@ -166,17 +173,7 @@ def store_answers(base: str, suffix: str, mine: str, theirs: str) -> list[tuple]
         ("POST", f"{items}/search", {"headers": bearer, "json": {"namespace_prefix": ["notes", suffix], "filter": {"n": 1}}}),
         ("POST", f"{items}/search", {"headers": bearer, "json": {"namespace_prefix": "notes", "limit": -1}}),  # 400
     ]
-    found = []
-    for method, url, options in calls:
-        response = httpx.request(method, url, **options)
-        headers = {name: value for name, value in response.headers.items() if name not in ("date", "content-length")}
-        body = response.json() if response.content else None
-        for item in body.get("items", []) if isinstance(body, dict) else []:
-            item.pop("created_at", None), item.pop("updated_at", None)
-        if isinstance(body, dict):
-            body.pop("created_at", None), body.pop("updated_at", None)
-        found.append((method, url.replace(suffix, "S"), response.status_code, str(body).replace(suffix, "S"), headers))
-    return found
+    return collected(calls, suffix)
 
 
 def test_the_stores_direct_calls_answer_what_django_and_drf_answer(asgi_server, alice, bob, settings, served):
@@ -205,17 +202,7 @@ def state_answers(base: str, thread: str, mine: str, theirs: str) -> list[tuple]
         ("GET", f"{base}/api/v1/threads/{thread}-none/agent-state", {"headers": bearer}),  # 404
         ("POST", f"{url}/append", {"headers": bearer, "json": {"agent_code": "a", "head": "0" * 64, "messages": [{"role": "user", "content": "x"}]}}),
     ]
-    found = []
-    for method, target, options in calls:
-        response = httpx.request(method, target, **options)
-        headers = {name: value for name, value in response.headers.items() if name not in ("date", "content-length", "etag")}
-        body = response.json() if response.content else None
-        if isinstance(body, dict):
-            for moment in ("created_at", "updated_at", "etag"):
-                body.pop(moment, None)
-        found.append((method, target.replace(thread, "T"), response.status_code, str(body).replace(thread, "T"), headers,
-                      "etag" in response.headers))
-    return found
+    return collected(calls, thread)
 
 
 def test_an_agents_state_through_direct_calls_is_what_django_and_drf_answer(asgi_server, alice, bob, settings, served):
