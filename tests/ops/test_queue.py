@@ -19,6 +19,7 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import connection
@@ -177,13 +178,19 @@ def test_a_worker_killed_mid_job_is_replaced_and_every_thread_is_purged_once(ali
 
 def test_two_workers_share_one_job_and_never_take_the_same_batch(alice, admin_user, workers):
     ids = many_threads(alice, 150)
-    # Both workers waiting, one job at a time each, before the job is queued: a purge's batch is
-    # a few statements, and a worker up first would otherwise run both runs before the other starts.
-    one, two = workers(MEMORYADMIN_WORKER_CONCURRENCY="1"), workers(MEMORYADMIN_WORKER_CONCURRENCY="1")
-    wait_for(lambda: "Starting worker" in one.text() and "Starting worker" in two.text(), what="both workers")
     job = bulk.bulk_start(actor=admin_user, action="purge", selection=bulk.Selection(filter={"q": "bulk"}))
     # A second run of the same job, in small batches: two workers then work on one job at once.
     app.configure_task("bulk_job_run").defer(job_id=job.pk, batch=5)
+    # The job's row is held locked by another connection while the workers start: whichever
+    # worker takes a run first waits at its first batch, busy (one job at a time), so the other
+    # run can only go to the other worker. Without the hold, a purge's batch is a few statements
+    # and one worker can end its run and take the second before the other worker asks.
+    with psycopg.connect(_url(os.environ.get("POSTGRES_DIRECT_PORT")), autocommit=False) as holder:
+        holder.execute(f"SELECT id FROM {BulkJob._meta.db_table} WHERE id = %s FOR UPDATE", [job.pk])
+        one, two = workers(MEMORYADMIN_WORKER_CONCURRENCY="1"), workers(MEMORYADMIN_WORKER_CONCURRENCY="1")
+        wait_for(lambda: [row[1] for row in queue_rows()] == ["doing", "doing"], what="both runs taken")
+        assert job_state(job.pk).processed == 0  # neither run got past the held row
+        holder.rollback()
     done = wait_for(lambda: job_state(job.pk).is_finished and job_state(job.pk), what="the shared purge")
     wait_for(lambda: not queue_rows(), what="both runs ending")
     assert done.status == "done" and done.processed == 150 and done.counts["threads"] == 150
