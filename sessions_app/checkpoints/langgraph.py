@@ -299,7 +299,7 @@ def thread_search(
     threads is. The answer holds each thread's values: when it shows other users'
     threads, it is one audit event with the count and the filter (memoryadmin.policy).
     """
-    qs = thread_search_queryset(actor=actor, filters=filters, sort=sort_by, order=sort_order)
+    qs = thread_search_queryset(actor=actor, filters=filters, sort=sort_by, order=sort_order, checkpoints=True)
     threads = list(qs[offset : offset + limit])
     audit_filters = {**filters.as_audit(), "limit": limit, "offset": offset, "sort_by": sort_by, "sort_order": sort_order}
     policy.record_bulk_read(
@@ -315,7 +315,7 @@ def thread_count(*, actor, filters: ThreadFilter) -> int:
 
 
 def threads_as_langgraph(threads: list[Thread]) -> list[dict[str, Any]]:
-    """Threads (annotated by `threads_with_status`) in LangGraph's Thread shape, four more queries at most
+    """Threads (annotated by `threads_with_status(checkpoints=True)`) in LangGraph's Thread shape, four more queries at most
     (the latest checkpoints, their writes, their values by version, the messages they and their
     writes hold by reference), whatever the number of threads."""
     latest_ids = [thread.latest_checkpoint for thread in threads if thread.latest_checkpoint]
@@ -368,7 +368,9 @@ def thread_langgraph(*, actor, thread_id: str) -> dict[str, Any]:
 
 
 def thread_langgraph_of(thread: Thread) -> dict[str, Any]:
-    rows = threads_as_langgraph(list(threads_with_status(Thread.objects.filter(pk=thread.pk).select_related("owner"))))
+    rows = threads_as_langgraph(
+        list(threads_with_status(Thread.objects.filter(pk=thread.pk).select_related("owner"), checkpoints=True))
+    )
     return rows[0]
 
 

@@ -183,34 +183,39 @@ def metadata_pairs_parse(pairs: list[Any], name: str = "meta") -> dict[str, Any]
     return found
 
 
-def threads_with_status(qs: QuerySet[Thread]) -> QuerySet[Thread]:
-    """Threads annotated with their latest root checkpoint, its status and their checkpoint count.
+def threads_with_status(qs: QuerySet[Thread], *, checkpoints: bool = False) -> QuerySet[Thread]:
+    """Threads annotated with their status (`lg_status`); with `checkpoints`, also with their latest
+    root checkpoint's id (`latest_checkpoint`) and their checkpoint count (`checkpoint_count`).
 
     The status is LangGraph's: `error` when an error is pending against the latest
     root checkpoint, `interrupted` when an interrupt is, or a node is still to run,
     else `idle` (a thread with no checkpoint is idle; nothing here is ever `busy`).
+
+    The status is one subquery: the latest root checkpoint is found once per thread and its
+    pending writes are looked up by its own row (the writes' unique index), not by a copy of
+    that lookup for each test. The dashboard's list shows only the status; the count, whose
+    cost grows with the thread's checkpoints, is read only for the API's Thread shape.
     """
     latest = Checkpoint.objects.filter(thread=OuterRef("pk"), checkpoint_ns="").order_by("-id")
-    writes = CheckpointWrite.objects.filter(
-        thread=OuterRef("pk"), checkpoint_ns="", checkpoint_id=OuterRef("latest_checkpoint_id")
+    pending = CheckpointWrite.objects.filter(
+        thread=OuterRef("thread"), checkpoint_ns="", checkpoint_id=OuterRef("checkpoint_id")
     )
+    status = latest.annotate(
+        status=Case(
+            When(Exists(pending.filter(channel=ERROR)), then=Value("error")),
+            When(Q(Exists(pending.filter(channel=INTERRUPT))) | Q(next_node_id__gt=""), then=Value("interrupted")),
+            default=Value("idle"),
+        )
+    ).values("status")[:1]
+    qs = qs.annotate(lg_status=Coalesce(Subquery(status), Value("idle")))
+    if not checkpoints:
+        return qs
     count = (
         Checkpoint.objects.filter(thread=OuterRef("pk")).order_by().values("thread").annotate(n=Count("id")).values("n")
     )
     return qs.annotate(
         latest_checkpoint=Subquery(latest.values("pk")[:1]),
-        latest_checkpoint_id=Subquery(latest.values("checkpoint_id")[:1]),
-        latest_next=Subquery(latest.values("next_node_id")[:1]),
         checkpoint_count=Coalesce(Subquery(count[:1]), Value(0)),
-    ).annotate(
-        latest_error=Exists(writes.filter(channel=ERROR)),
-        latest_interrupt=Exists(writes.filter(channel=INTERRUPT)),
-    ).annotate(
-        lg_status=Case(
-            When(latest_error=True, then=Value("error")),
-            When(Q(latest_interrupt=True) | Q(latest_next__gt=""), then=Value("interrupted")),
-            default=Value("idle"),
-        )
     )
 
 
@@ -232,12 +237,18 @@ def _date_range(qs: QuerySet, column: str, start: date | None, end: date | None)
 
 
 def thread_search_queryset(
-    *, actor, filters: ThreadFilter, sort: str = "updated_at", order: str = "desc", with_status: bool = True
+    *,
+    actor,
+    filters: ThreadFilter,
+    sort: str = "updated_at",
+    order: str = "desc",
+    with_status: bool = True,
+    checkpoints: bool = False,
 ) -> QuerySet[Thread]:
     """The visible threads `filters` keeps, sorted (ties broken by the newest row first, or last).
 
-    Annotated by `threads_with_status` (`lg_status`, `checkpoint_count`) unless
-    `with_status=False` and no status is asked for. Exact on both databases: PostgreSQL
+    Annotated by `threads_with_status` (`lg_status`; with `checkpoints`, `latest_checkpoint`
+    and `checkpoint_count`) unless `with_status=False` and no status is asked for. Exact on both databases: PostgreSQL
     filters metadata by `@>`; SQLite narrows by its JSON paths and, when those cannot
     decide (booleans, arrays, odd keys), finishes with the same containment rule in
     Python in one more read, so counts and pages agree with PostgreSQL's.
@@ -247,8 +258,8 @@ def thread_search_queryset(
     if order not in ORDERS:
         raise qp.invalid("sort_order", "must be one of asc, desc.")
     qs = Thread.objects.visible_to(actor).select_related("owner")
-    if with_status or filters.status or sort == "status":
-        qs = threads_with_status(qs)
+    if with_status or checkpoints or filters.status or sort == "status":
+        qs = threads_with_status(qs, checkpoints=checkpoints)
     if filters.ids is not None:
         qs = qs.filter(thread_id__in=filters.ids)
     if filters.q:
