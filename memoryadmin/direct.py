@@ -31,7 +31,8 @@ route or method not listed. `MEMORYADMIN_DIRECT_CALLS=0` turns the wrapper off.
 
 Listed today: the checkpoint put, its writes and the latest checkpoint (sessions_app/checkpoints/api/views.py),
 an agent's state load, save and append (sessions_app/threads/api/views.py), the store's item get
-and put and its search (store_app/api/views.py).
+and put, its search and its batch (store_app/api/views.py; the batch is what the Python client's
+`MemoryAdminStore` sends every operation through).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A batch of store operations in one request and one transaction (docs/store.md, rule ST11).
+"""A batch of store operations in one request and, when it writes, one transaction (docs/store.md, rule ST11).
 
 LangGraph's stores run `batch(ops)` so, and so does this:
 
@@ -20,6 +20,7 @@ go on (each write in its own savepoint).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,9 +140,14 @@ def store_batch(*, actor, ops: Any, atomic: Any = True, request=None, now=None) 
     searches = [op for op in parsed if op.search is not None]
     for op, embedded in zip(searches, selectors.store_search_embed([op.search for op in searches]), strict=True):
         op.search = embedded
-    with transaction.atomic():
-        _run_reads(actor, [op for op in parsed if op.kind in READS], outcomes, atomic=atomic, now=now)
-        _run_writes(actor, [op for op in parsed if op.kind not in READS], outcomes, atomic=atomic, request=request, now=now)
+    reads = [op for op in parsed if op.kind in READS]
+    writes = [op for op in parsed if op.kind not in READS]
+    # A batch of reads alone (a client's `get` or `search`) needs no transaction: each read is one
+    # statement, and READ COMMITTED gives a transaction's statements no common snapshot anyway.
+    # Two round trips (BEGIN, COMMIT) fewer for the commonest batch.
+    with transaction.atomic() if writes else nullcontext():
+        _run_reads(actor, reads, outcomes, atomic=atomic, now=now)
+        _run_writes(actor, writes, outcomes, atomic=atomic, request=request, now=now)
     if request is not None:
         for outcome in outcomes:
             if isinstance(outcome.error, Forbidden):

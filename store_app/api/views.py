@@ -182,6 +182,7 @@ def _batch_result(kind: str, result: Any) -> Any:
 
 
 class StoreBatchView(APIView):
+    direct_methods = ("post",)  # memoryadmin/direct.py: every call of the Python client's MemoryAdminStore
     @extend_schema(
         request=s.StoreBatchRequestSerializer,
         responses=s.StoreBatchResponseSerializer,

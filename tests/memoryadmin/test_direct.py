@@ -55,6 +55,15 @@ def scenario(base: str, thread: str, mine: str, theirs: str, their_thread: str) 
     ]
 
 
+def _without_moments(value):
+    """The body with every `created_at`, `updated_at` and `etag` left out, however deep (a batch's results)."""
+    if isinstance(value, dict):
+        return {key: _without_moments(item) for key, item in value.items() if key not in ("created_at", "updated_at", "etag")}
+    if isinstance(value, list):
+        return [_without_moments(item) for item in value]
+    return value
+
+
 def collected(calls: list[tuple[str, str, dict]], name: str) -> list[tuple]:
     """Each call's answer as both paths must give it alike: status, body and headers, with the
     moments (and ETags) of what was written left out and `name` (a thread or namespace) as "T"."""
@@ -62,10 +71,7 @@ def collected(calls: list[tuple[str, str, dict]], name: str) -> list[tuple]:
     for method, url, options in calls:
         response = httpx.request(method, url, **options)
         headers = {key: value for key, value in response.headers.items() if key not in ("date", "etag", "content-length")}
-        body = response.json() if response.content else None
-        for item in [body, *body.get("items", [])] if isinstance(body, dict) else []:
-            for moment in ("created_at", "updated_at", "etag"):
-                item.pop(moment, None)
+        body = _without_moments(response.json() if response.content else None)
         found.append((method, url.replace(name, "T"), response.status_code, str(body).replace(name, "T"), headers,
                       "etag" in response.headers))
     return found
@@ -162,6 +168,7 @@ def test_what_is_not_for_a_direct_call_goes_to_django(asgi_server, alice, settin
 def store_answers(base: str, suffix: str, mine: str, theirs: str) -> list[tuple]:
     bearer = {"Authorization": f"Bearer {mine}"}
     items = f"{base}/api/v1/store/items"
+    batch = f"{base}/api/v1/store/batch"
     calls = [
         ("PUT", items, {"headers": bearer, "json": {"namespace": ["notes", suffix], "key": "k1", "value": {"text": "hello", "n": 1}}}),
         ("PUT", items, {"headers": bearer, "json": {"namespace": ["notes", suffix], "value": {}}}),  # 400: no key
@@ -172,6 +179,21 @@ def store_answers(base: str, suffix: str, mine: str, theirs: str) -> list[tuple]
         ("GET", f"{items}?namespace=notes.{suffix}&key=k1&refresh_ttl=maybe", {"headers": bearer}),  # 400
         ("POST", f"{items}/search", {"headers": bearer, "json": {"namespace_prefix": ["notes", suffix], "filter": {"n": 1}}}),
         ("POST", f"{items}/search", {"headers": bearer, "json": {"namespace_prefix": "notes", "limit": -1}}),  # 400
+        # The batch (every call of MemoryAdminStore): each kind of op, a refusal per op, a bad op, a bad body.
+        ("POST", batch, {"headers": bearer, "json": {"ops": [
+            {"op": "put", "namespace": ["notes", suffix], "key": "k2", "value": {"text": "two", "n": 2}},
+            {"op": "get", "namespace": ["notes", suffix], "key": "k1"},
+            {"op": "get", "namespace": ["notes", suffix], "key": "none"},
+            {"op": "search", "namespace_prefix": ["notes", suffix], "filter": {"n": 2}},
+            {"op": "list_namespaces", "prefix": ["notes", suffix], "max_depth": 2, "limit": 10, "offset": 0},
+            {"op": "delete", "namespace": ["notes", suffix], "key": "k2"},
+        ]}}),
+        ("POST", batch, {"headers": {"Authorization": f"Bearer {theirs}"}, "json": {"atomic": False, "ops": [
+            {"op": "put", "namespace": ["notes", suffix], "key": "k1", "value": {"text": "theirs"}},  # 403 for this op
+            {"op": "get", "namespace": ["notes", suffix], "key": "k1"},
+        ]}}),
+        ("POST", batch, {"headers": bearer, "json": {"ops": [{"op": "get", "namespace": ["notes", suffix]}]}}),  # 400: no key
+        ("POST", batch, {"headers": bearer, "json": {"ops": "no"}}),  # 400
     ]
     return collected(calls, suffix)
 
@@ -186,6 +208,10 @@ def test_the_stores_direct_calls_answer_what_django_and_drf_answer(asgi_server, 
     assert len(served) == len(direct_answers)
     assert direct_answers == through_django
     assert [answer[2] for answer in direct_answers][:6] == [204, 400, 403, 200, 200, 400]
+    # The batches: one of every op, another member's put and get refused each in its place, bad ops.
+    assert [answer[2] for answer in direct_answers][9:] == [200, 200, 400, 400]
+    assert "'key': 'k1', 'value'" in direct_answers[9][3]
+    assert direct_answers[10][3].count("'status': 403") == 2
 
 
 def state_answers(base: str, thread: str, mine: str, theirs: str) -> list[tuple]:
