@@ -7,7 +7,6 @@ from typing import Any
 from django import template
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.timesince import timesince
 
 from memoryadmin.json import pretty, stored_loads
 from sessions_app.checkpoints.wire import lc_envelope
@@ -110,6 +109,32 @@ def preview(text: Any) -> str:
     return (cut[:space] if space > PREVIEW_CHARS // 2 else cut).rstrip() + "…"
 
 
+# The units of a relative time, largest first (a month is 30 days, a year 365: the exact
+# moment is on hover). Plain English like the rest of the dashboard: Django's `timesince`
+# said the same through the translation machinery, a third of a thread list page's rendering.
+_UNITS = (("year", 365 * 86400), ("month", 30 * 86400), ("week", 7 * 86400), ("day", 86400), ("hour", 3600), ("minute", 60))
+
+
+def elapsed(seconds: float) -> str:
+    """How long `seconds` is, in its largest unit and the next one when not zero: "3 hours, 5 minutes".
+    At least "0 minutes"; a number and its unit are never wrapped apart."""
+    seconds = max(0, int(seconds))
+    # The largest unit that counts at least one (minutes at the least).
+    i = next((i for i, (_, size) in enumerate(_UNITS) if seconds >= size), len(_UNITS) - 1)
+    name, size = _UNITS[i]
+    parts = [_count(seconds // size, name)]
+    if i + 1 < len(_UNITS):
+        next_name, next_size = _UNITS[i + 1]
+        rest = seconds % size // next_size
+        if rest:
+            parts.append(_count(rest, next_name))
+    return ", ".join(parts)
+
+
+def _count(n: int, unit: str) -> str:
+    return f"{n}\xa0{unit}{'' if n == 1 else 's'}"
+
+
 @register.simple_tag
 def when(moment: datetime | None) -> str:
     """A time as people read it: relative ("5 minutes ago"), the absolute time with its
@@ -124,7 +149,7 @@ def when(moment: datetime | None) -> str:
     elif delta.total_seconds() < 60:
         relative = "just now"
     else:
-        relative = f"{timesince(moment)} ago"
+        relative = f"{elapsed(delta.total_seconds())} ago"
     return format_html('<time datetime="{}" title="{}">{}</time>', moment.isoformat(), absolute, relative)
 
 

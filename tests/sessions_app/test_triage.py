@@ -4,7 +4,7 @@ views, metadata shown escaped, constant query counts."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime, timedelta, timezone as dt_timezone
 
 import pytest
 from django.utils import timezone
@@ -15,7 +15,7 @@ from sessions_app.checkpoints import savedviews, search, services as svc
 from sessions_app.checkpoints.lifecycle import thread_create
 from sessions_app.checkpoints.models import SavedThreadView
 from sessions_app.models import Thread
-from sessions_app.templatetags.memory import spaced_count
+from sessions_app.templatetags.memory import elapsed, spaced_count
 from sessions_app.threads.services import thread_save_agent_state
 
 from ..conftest import login_client
@@ -391,3 +391,19 @@ def test_the_first_and_last_days_of_the_calendar_bound_nothing(estate, alice, al
     assert found(alice, created_from=last) == [] and found(alice, updated_to=first) == []
     response = alice_api.post("/api/v1/threads/search", {"created_from": "0001-01-01", "updated_to": "9999-12-31"}, format="json")
     assert response.status_code == 200 and len(response.json()) == 3
+
+
+def test_times_read_as_how_long_ago_with_the_exact_moment_on_hover(client, alice):
+    assert elapsed(0) == elapsed(59) == "0\xa0minutes"
+    assert elapsed(60) == "1\xa0minute" and elapsed(61 * 60) == "1\xa0hour, 1\xa0minute"
+    assert elapsed(3 * 3600 + 5 * 60 + 59) == "3\xa0hours, 5\xa0minutes"
+    assert elapsed(2 * 86400 + 60) == "2\xa0days"  # the next unit only, when it is not zero
+    assert elapsed(10 * 86400) == "1\xa0week, 3\xa0days" and elapsed(45 * 86400) == "1\xa0month, 2\xa0weeks"
+    assert elapsed(400 * 86400) == "1\xa0year, 1\xa0month" and elapsed(-5) == "0\xa0minutes"
+    login_client(client, alice)
+    now = timezone.now()
+    make(alice, "recent", created=now - timedelta(days=2, hours=3), updated=now - timedelta(seconds=5))
+    body = client.get("/threads/").content.decode()
+    assert "2\xa0days, 3\xa0hours ago" in body and "just now" in body
+    moment = Thread.objects.get(thread_id="recent").created_at
+    assert f'<time datetime="{moment.isoformat()}" title="{timezone.localtime(moment):%Y-%m-%d %H:%M:%S %Z}">' in body
