@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import json
+from html import escape
 from datetime import datetime
 from typing import Any
 
 from django import template
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from memoryadmin.json import pretty, stored_loads
 from sessions_app.checkpoints.wire import lc_envelope
@@ -150,7 +151,9 @@ def when(moment: datetime | None) -> str:
         relative = "just now"
     else:
         relative = f"{elapsed(delta.total_seconds())} ago"
-    return format_html('<time datetime="{}" title="{}">{}</time>', moment.isoformat(), absolute, relative)
+    # Each part escaped as format_html escapes it (html.escape, quotes included), without its lazy
+    # wrappers: a list page holds two of these per row.
+    return mark_safe(f'<time datetime="{escape(moment.isoformat())}" title="{escape(absolute)}">{escape(relative)}</time>')
 
 
 METADATA_CHIPS = 4
