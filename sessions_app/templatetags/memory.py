@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import json
-from html import escape
 from datetime import datetime
+from html import escape
 from typing import Any
 
 from django import template
@@ -112,7 +112,7 @@ def preview(text: Any) -> str:
 
 # The units of a relative time, largest first (a month is 30 days, a year 365: the exact
 # moment is on hover). Plain English like the rest of the dashboard: Django's `timesince`
-# said the same through the translation machinery, a third of a thread list page's rendering.
+# said the same through the translation machinery, half of this tag's cost (two per list row).
 _UNITS = (("year", 365 * 86400), ("month", 30 * 86400), ("week", 7 * 86400), ("day", 86400), ("hour", 3600), ("minute", 60))
 
 
