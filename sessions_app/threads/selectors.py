@@ -105,10 +105,33 @@ def thread_list_audit(*, actor, threads, filters: dict) -> None:
     )
 
 
+AGENT_CODES_MAX = 200
+
+# Every distinct agent code, in order, one index probe each (the agent index's first column):
+# each step takes the least code after the last one. A DISTINCT over the table reads every
+# thread instead (3 ms at 10 000 threads, growing with them); this grows with the codes only.
+_AGENT_CODES = """
+WITH RECURSIVE codes(code, n) AS (
+    SELECT (SELECT min(agent_code) FROM {thread} WHERE agent_code > ''), 1
+    UNION ALL
+    SELECT (SELECT min(agent_code) FROM {thread} WHERE agent_code > codes.code), n + 1
+      FROM codes WHERE codes.code IS NOT NULL AND n < %s
+)
+SELECT code FROM codes WHERE code IS NOT NULL
+"""
+
+
 def thread_agent_codes(*, actor) -> list[str]:
+    """The agent codes of the threads the actor sees, in order (the first AGENT_CODES_MAX): the
+    list's and the dashboard's agent filter. One query, as long as the codes, not the threads."""
+    if policy.may_read_all(actor):
+        with connection.cursor() as cursor:
+            cursor.execute(_AGENT_CODES.format(thread=connection.ops.quote_name(Thread._meta.db_table)), [AGENT_CODES_MAX])
+            return [code for (code,) in cursor.fetchall()]
+    # A member's own threads, through the owner's index.
     return list(
         Thread.objects.visible_to(actor).exclude(agent_code="").order_by("agent_code")
-        .values_list("agent_code", flat=True).distinct()[:200]
+        .values_list("agent_code", flat=True).distinct()[:AGENT_CODES_MAX]
     )
 
 

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone as dt_timezone
 import pytest
 from django.utils import timezone
 
+from memoryadmin import policy
 from memoryadmin.errors import Forbidden, InvalidInput
 from memoryadmin.models import AuditEvent
 from sessions_app.checkpoints import savedviews, search, services as svc
@@ -16,6 +17,7 @@ from sessions_app.checkpoints.lifecycle import thread_create
 from sessions_app.checkpoints.models import SavedThreadView
 from sessions_app.models import Thread
 from sessions_app.templatetags.memory import elapsed, spaced_count
+from sessions_app.threads.selectors import AGENT_CODES_MAX, thread_agent_codes
 from sessions_app.threads.services import thread_save_agent_state
 
 from ..conftest import login_client
@@ -407,3 +409,21 @@ def test_times_read_as_how_long_ago_with_the_exact_moment_on_hover(client, alice
     assert "2\xa0days, 3\xa0hours ago" in body and "just now" in body
     moment = Thread.objects.get(thread_id="recent").created_at
     assert f'<time datetime="{moment.isoformat()}" title="{timezone.localtime(moment):%Y-%m-%d %H:%M:%S %Z}">' in body
+
+
+def test_the_agent_filter_lists_each_code_once_in_order_in_one_query(alice, bob, operator, admin_user, django_assert_num_queries):
+    codes = [f"agent-{i:03d}" for i in range(AGENT_CODES_MAX + 5)] + ["Zeta", "ärger", "b"]
+    Thread.objects.bulk_create(
+        [Thread(thread_id=f"t{i}-{n}", owner=alice if i % 2 else bob, agent_code=code)
+         for i, code in enumerate(codes) for n in range(2)]
+        + [Thread(thread_id="no-agent", owner=alice, agent_code="")]
+    )
+    every = list(Thread.objects.exclude(agent_code="").order_by("agent_code").values_list("agent_code", flat=True).distinct())
+    for reader in (operator, admin_user):
+        policy.may_read_all(reader)  # the role, read once per user
+        with django_assert_num_queries(1):
+            listed = thread_agent_codes(actor=reader)
+        assert listed == every[:AGENT_CODES_MAX]  # the database's order, each code once, the first 200
+    own = list(Thread.objects.filter(owner=alice).exclude(agent_code="").order_by("agent_code")
+               .values_list("agent_code", flat=True).distinct()[:AGENT_CODES_MAX])
+    assert thread_agent_codes(actor=alice) == own and "agent-000" not in own  # a member: their own threads' codes
