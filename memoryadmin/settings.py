@@ -30,7 +30,9 @@ DEV_SECRET_KEY = "dev-insecure-memoryadmin-key-change-me"
 
 
 def load_env_file(path: Path) -> None:
-    """Read KEY=VALUE lines from a local `.env`; the real environment wins."""
+    """Read KEY=VALUE lines from a local `.env`; the real environment wins. `KEY=` with nothing
+    after it leaves KEY unset, as `.env.example` writes the optional ones (a copy of it is a
+    working `.env`; libraries that test whether a variable is set, not its value, see none)."""
     if not path.is_file():
         return
     for line in path.read_text().splitlines():
@@ -38,7 +40,9 @@ def load_env_file(path: Path) -> None:
         if not line or line.startswith("#") or "=" not in line:
             continue
         key, _, value = line.partition("=")
-        os.environ.setdefault(key.strip(), value.strip().strip("'\""))
+        value = value.strip().strip("'\"")
+        if value:
+            os.environ.setdefault(key.strip(), value)
 
 
 if "pytest" not in sys.modules:
@@ -46,7 +50,9 @@ if "pytest" not in sys.modules:
 
 
 def env_str(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
+    """The variable's text; the default when it is unset or empty (as every other reader here)."""
+    raw = os.environ.get(name)
+    return default if raw is None or raw == "" else raw
 
 
 def env_bool(name: str, default: bool = False) -> bool:

@@ -144,3 +144,24 @@ def test_a_junk_value_is_refused_at_start_naming_the_variable(name, junk):
     result = start(**{name: junk})
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr and name in result.stderr and repr(junk) in result.stderr
+
+
+def test_an_empty_variable_is_an_unset_one_and_a_copy_of_env_example_starts(tmp_path):
+    # The real environment: empty means the default (SQLite here), as for every reader.
+    result = start(DATABASE_URL="", DJANGO_TIME_ZONE="", MEMORYADMIN_LANGGRAPH_MESSAGES_CHANNEL="")
+    assert result.returncode == 0, result.stderr
+    # A .env: `NAME=` leaves NAME unset, so .env.example copied as it is sets none of its empty ones.
+    from memoryadmin.settings import load_env_file
+
+    env = tmp_path / ".env"
+    env.write_text((ROOT / ".env.example").read_text() + "MEMORYADMIN_TEST_FILLED='kept'\n")
+    before = dict(os.environ)
+    try:
+        for name in ("DATABASE_URL", "PROMETHEUS_MULTIPROC_DIR"):
+            os.environ.pop(name, None)
+        load_env_file(env)
+        assert "DATABASE_URL" not in os.environ and "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+        assert os.environ["MEMORYADMIN_TEST_FILLED"] == "kept"
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
