@@ -30,9 +30,7 @@ DEV_SECRET_KEY = "dev-insecure-memoryadmin-key-change-me"
 
 
 def load_env_file(path: Path) -> None:
-    """Read KEY=VALUE lines from a local `.env`; the real environment wins. `KEY=` with nothing
-    after it leaves KEY unset, as `.env.example` writes the optional ones (a copy of it is a
-    working `.env`; libraries that test whether a variable is set, not its value, see none)."""
+    """KEY=VALUE lines of a local `.env`; the real environment wins. `KEY=` leaves KEY unset."""
     if not path.is_file():
         return
     for line in path.read_text().splitlines():
@@ -40,8 +38,7 @@ def load_env_file(path: Path) -> None:
         if not line or line.startswith("#") or "=" not in line:
             continue
         key, _, value = line.partition("=")
-        value = value.strip().strip("'\"")
-        if value:
+        if value := value.strip().strip("'\""):
             os.environ.setdefault(key.strip(), value)
 
 
@@ -50,9 +47,7 @@ if "pytest" not in sys.modules:
 
 
 def env_str(name: str, default: str = "") -> str:
-    """The variable's text; the default when it is unset or empty (as every other reader here)."""
-    raw = os.environ.get(name)
-    return default if raw is None or raw == "" else raw
+    return os.environ.get(name) or default  # empty is unset, as for every reader here
 
 
 def env_bool(name: str, default: bool = False) -> bool:
