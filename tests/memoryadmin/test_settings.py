@@ -146,7 +146,7 @@ def test_a_junk_value_is_refused_at_start_naming_the_variable(name, junk):
     assert "ImproperlyConfigured" in result.stderr and name in result.stderr and repr(junk) in result.stderr
 
 
-def test_an_empty_variable_is_an_unset_one_and_a_copy_of_env_example_starts(tmp_path):
+def test_an_empty_variable_is_an_unset_one_and_a_copy_of_env_example_sets_none_of_its_empty_ones(tmp_path):
     # The real environment: empty means the default (SQLite here), as for every reader.
     result = start(DATABASE_URL="", DJANGO_TIME_ZONE="", MEMORYADMIN_LANGGRAPH_MESSAGES_CHANNEL="")
     assert result.returncode == 0, result.stderr
