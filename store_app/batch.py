@@ -142,9 +142,9 @@ def store_batch(*, actor, ops: Any, atomic: Any = True, request=None, now=None) 
         op.search = embedded
     reads = [op for op in parsed if op.kind in READS]
     writes = [op for op in parsed if op.kind not in READS]
-    # A batch of reads alone (a client's `get` or `search`) needs no transaction: each read is one
-    # statement, and READ COMMITTED gives a transaction's statements no common snapshot anyway.
-    # Two round trips (BEGIN, COMMIT) fewer for the commonest batch.
+    # A batch of reads alone (a client's `get` or `search`) needs no transaction: READ COMMITTED
+    # gives a transaction's statements no common snapshot anyway, and the TTL refresh after the
+    # reads is one UPDATE of its own. Two round trips (BEGIN, COMMIT) fewer for the commonest batch.
     with transaction.atomic() if writes else nullcontext():
         _run_reads(actor, reads, outcomes, atomic=atomic, now=now)
         _run_writes(actor, writes, outcomes, atomic=atomic, request=request, now=now)
