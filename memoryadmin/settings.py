@@ -248,13 +248,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Behind a pooler in transaction mode (PgBouncer's pool_mode = transaction) each
     # transaction may run on another server connection: a server-side cursor would outlive
     # the transaction that opened it, and a statement psycopg prepared on one connection is
-    # unknown on the next. DJANGO_DB_POOLER=transaction turns both off (docs/scaling.md).
+    # unknown on the next. DJANGO_DB_POOLER=transaction turns both off (docs/scaling.md); else
+    # the hottest statements are prepared after 5 runs (memoryadmin/postgres/prepared.py).
     _transaction_pooler = env_choice("DJANGO_DB_POOLER", "none", ("none", "transaction")) == "transaction"
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = _transaction_pooler or env_bool(
         "DJANGO_DB_DISABLE_SERVER_SIDE_CURSORS", False
     )
-    if _transaction_pooler:
-        DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None if _transaction_pooler else 5
 
 # The development server (`manage.py runserver`, what `make run` starts) serves each
 # connection in a thread of its own that ends with it; a database connection kept for

@@ -10,7 +10,8 @@ go through here (docs/store.md, rules ST4 and ST10):
 3. `puts_apply`: one `INSERT … ON CONFLICT (namespace_path, key) DO UPDATE …
    WHERE` the writer owns the live row (or it has expired) for all the puts of
    a request, so concurrent writes of one key never fail: the last one to
-   commit wins. A put without its row back met another user's live item: 403.
+   commit wins. A put without its row back met another user's live item: 403. The statement
+   is prepared once per connection (memoryadmin/postgres/prepared.py).
    The items' vectors are then replaced by the puts' (one DELETE, one INSERT).
 """
 
@@ -30,6 +31,7 @@ from django.utils.dateparse import parse_datetime
 from memoryadmin import policy
 from memoryadmin.errors import Forbidden, InvalidInput
 from memoryadmin.json import db_text
+from memoryadmin.postgres.prepared import prepared_cursor
 
 from . import embedders, vectors as vec
 from .matching import value_validate
@@ -259,7 +261,7 @@ def puts_apply(*, actor, puts: list[PutRequest], now=None, items: bool = True) -
     paths = [namespace_to_path(put.namespace) for put in puts]
     order = sorted(range(len(puts)), key=lambda i: (paths[i], puts[i].key))
     params = _upsert_params(connection, actor, puts, paths, order, now)
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(_upsert_sql(connection, len(puts), created=items), params)
         written = {(row[1], row[2]): row for row in cursor.fetchall()}
     outcomes: list[StoreItem | Forbidden | None] = []

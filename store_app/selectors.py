@@ -31,7 +31,7 @@ from .expressions import (
     ValueFilter,
     conditions_spec,
 )
-from . import embedders, semantic
+from . import embedders, fastpath, semantic
 from .matching import filter_validate, query_terms
 from .models import StoreItem
 from .namespaces import (
@@ -72,12 +72,11 @@ def store_item_get_for_read(*, actor, namespace: Any, key: Any, now=None) -> Sto
     key = key_validate(key)
     if not namespace:
         return None
-    item = (
-        StoreItem.objects.live(now)
-        .select_related("owner")
-        .filter(namespace_path=namespace_to_path(namespace), key=key)
-        .first()
-    )
+    path = namespace_to_path(namespace)
+    found = fastpath.items_get([(path, key)], now=now or timezone.now())
+    if found is None:
+        found = StoreItem.objects.live(now).select_related("owner").filter(namespace_path=path, key=key)[:1]
+    item = next(iter(found), None)
     if item is None:
         return None
     return _readable(item, actor, "store.read")
@@ -88,12 +87,16 @@ GET_MANY_CHUNK = 200
 
 
 def store_items_get_many(*, keys: list[tuple[Namespace, str]], now=None) -> dict[tuple[Namespace, str], StoreItem]:
-    """The live items at many (namespace, key) pairs, checked already, in one query per 200 pairs.
+    """The live items at many (namespace, key) pairs, checked already: one prepared statement on
+    PostgreSQL (store_app/fastpath.py), one query per 200 pairs elsewhere.
 
     Who may read each one is the caller's to decide, per item, with `store_item_readable`.
     """
     wanted = list(dict.fromkeys((namespace, key) for namespace, key in keys if namespace))
     found: dict[tuple[Namespace, str], StoreItem] = {}
+    fast = fastpath.items_get([(namespace_to_path(namespace), key) for namespace, key in wanted], now=now or timezone.now())
+    if fast is not None:
+        return {(item.namespace, item.key): item for item in fast}
     for start in range(0, len(wanted), GET_MANY_CHUNK):
         condition = Q()
         for namespace, key in wanted[start : start + GET_MANY_CHUNK]:

@@ -24,12 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 
 from memoryadmin.errors import InvalidInput, PreconditionFailed
 from memoryadmin.json import stored_loads
 from memoryadmin.jsoncheck import SHOWN_DEPTH_MAX
+from memoryadmin.postgres.prepared import prepared_cursor
 
 from sessions_app.threads import append as thread_append
 from sessions_app.threads import services as thread_services
@@ -276,6 +278,33 @@ def _messages_read(rows: list) -> list:
     return read
 
 
+# The blocks of (thread, agent, lowest seq, highest seq) ranges on PostgreSQL: one text for any
+# number of ranges, so that it is prepared once per connection (memoryadmin/postgres/prepared.py).
+_BLOCKS_IN = """
+SELECT b.thread_id, b.agent_code, b.seq, b.message::text, b.chain_hash
+  FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::bigint[]) AS r(thread_id, agent_code, low, high)
+  JOIN {block} b ON b.thread_id = r.thread_id AND b.agent_code = r.agent_code AND b.seq BETWEEN r.low AND r.high
+ ORDER BY b.thread_id, b.agent_code, b.seq
+"""
+
+
+def _blocks_in(ranges: list[tuple[int, str, int, int]]) -> list[tuple]:
+    """(thread_id, agent_code, seq, message as JSON text, chain_hash) of the blocks in the ranges, in that order."""
+    if connection.vendor == "postgresql":
+        with prepared_cursor() as cursor:
+            cursor.execute(_BLOCKS_IN.format(block=Block._meta.db_table), [list(column) for column in zip(*ranges)])
+            return cursor.fetchall()
+    where = Q()
+    for thread_pk, agent, low, high in ranges:
+        where |= Q(thread_id=thread_pk, agent_code=agent, seq__gte=low, seq__lte=high)
+    return list(
+        Block.objects.filter(where)
+        .order_by("thread_id", "agent_code", "seq")
+        .annotate(text=Cast("message", TextField()))
+        .values_list("thread_id", "agent_code", "seq", "text", "chain_hash")
+    )
+
+
 def _messages_hydrate(rows: list) -> list:
     """Put every referenced messages channel back into its checkpoint's `channel_values`.
 
@@ -291,18 +320,13 @@ def _messages_hydrate(rows: list) -> list:
             wanted.setdefault((row.thread_id, ref["agent"]), []).append(row)
     if not wanted:
         return rows
-    where = Q()
+    ranges = []
     for (thread_pk, agent), group in wanted.items():
         low = min(row.messages_ref["upto"] - row.messages_ref["count"] + 1 for row in group)
         high = max(row.messages_ref["upto"] for row in group)
-        where |= Q(thread_id=thread_pk, agent_code=agent, seq__gte=low, seq__lte=high)
+        ranges.append((thread_pk, agent, low, high))
     found: dict[tuple[int, str], list] = {}
-    rows_read = list(
-        Block.objects.filter(where)
-        .order_by("thread_id", "agent_code", "seq")
-        .annotate(text=Cast("message", TextField()))
-        .values_list("thread_id", "agent_code", "seq", "text", "chain_hash")
-    )
+    rows_read = _blocks_in(ranges)
     for (thread_pk, agent, seq, _text, chain_hash), message in zip(rows_read, _messages_read(rows_read), strict=True):
         found.setdefault((thread_pk, agent), []).append((seq, message, chain_hash))
     for key, group in wanted.items():

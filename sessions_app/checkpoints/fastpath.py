@@ -45,6 +45,7 @@ from memoryadmin import policy
 from memoryadmin.errors import InvalidInput, PreconditionFailed
 from memoryadmin.json import db_text, stored_loads
 from memoryadmin.metrics import BLOCK_APPEND
+from memoryadmin.postgres.prepared import prepared_cursor
 
 from sessions_app.threads import services as thread_services
 from sessions_app.threads.messages import ContextHasher, chain_continue
@@ -136,7 +137,7 @@ def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_
     if conversing:
         params += [given, conversation.DEFAULT_AGENT_CODE]
     params.append(thread_id)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_READ.format(head=head_sql, head_join=head_join, **tables), params)
         row = cursor.fetchone()
     if row is None:
@@ -242,10 +243,10 @@ def _execute(sql: str, params: list) -> int:
     """The statement's rows written. Inside a caller's transaction (a test's, say) it runs in a
     savepoint, so that a failure leaves that transaction usable; otherwise alone, in autocommit."""
     if connection.in_atomic_block:
-        with transaction.atomic(), connection.cursor() as cursor:
+        with transaction.atomic(), prepared_cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.rowcount
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
 
@@ -284,7 +285,7 @@ def checkpoint_put_writes_fast(
     if marked:
         return _writes_marked(tables, actor=actor, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
                               checkpoint_id=checkpoint_id, task_id=task_id, task_path=task_path, rows=rows, marked=marked)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         return _writes_insert(cursor, tables, actor, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
                               {idx: (channel, value, False) for idx, (channel, value) in rows.items()})
 
@@ -311,7 +312,7 @@ def _writes_marked(tables, *, actor, thread_id, checkpoint_ns, checkpoint_id, ta
     or holding its messages itself declines (None): the general path decides, 412 included."""
     markers = references.writes_markers(marked)
     ids = sorted(references.referred_ids(markers, checkpoint_id))
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(), prepared_cursor() as cursor:
         cursor.execute(_LOCK.format(**tables), [thread_id, actor.pk])
         found = cursor.fetchone()
         if found is None:

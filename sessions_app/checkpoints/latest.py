@@ -5,7 +5,8 @@ An agent reads its thread's latest checkpoint at the start of every run (LangGra
 thread, its latest checkpoint of the namespace, the checkpoint's pending writes (in replay
 order) and its channel values stored by version (versions.py); the messages it holds by
 reference come from the blocks in a second (conversation.py). What it gives is exactly what
-`selectors.checkpoint_get` gives: the same hydration puts everything back. Another user's
+`selectors.checkpoint_get` gives: the same hydration puts everything back. The statement is
+prepared once per connection (memoryadmin/postgres/prepared.py). Another user's
 thread, a missing one, one with no checkpoint yet and SQLite take `checkpoint_get` itself.
 """
 
@@ -17,6 +18,7 @@ from django.db import connection
 
 from memoryadmin import policy
 from memoryadmin.json import stored_loads
+from memoryadmin.postgres.prepared import prepared_cursor
 
 from sessions_app.threads.models import Thread
 from sessions_app.threads.selectors import thread_id_validate
@@ -40,7 +42,9 @@ SELECT t.id, t.owner_id, c.id, c.checkpoint_id, c.parent_checkpoint_id, c.checkp
          WHERE v.thread_id = t.id AND v.checkpoint_ns = c.checkpoint_ns)
   FROM {thread} t
   LEFT JOIN LATERAL (
-        SELECT * FROM {checkpoint} c WHERE c.thread_id = t.id AND c.checkpoint_ns = %s ORDER BY c.id DESC LIMIT 1) c ON true
+        SELECT c.id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, c.messages_ref, c.refs,
+               c.metadata, c.run_id, c.node_id, c.next_node_id, c.created_at, c.updated_at, c.values_ref
+          FROM {checkpoint} c WHERE c.thread_id = t.id AND c.checkpoint_ns = %s ORDER BY c.id DESC LIMIT 1) c ON true
  WHERE t.thread_id = %s
 """
 
@@ -70,7 +74,7 @@ def _latest_own(*, actor, thread_id: str, checkpoint_ns: str) -> Checkpoint | No
         "thread": Thread._meta.db_table, "checkpoint": Checkpoint._meta.db_table,
         "write": CheckpointWrite._meta.db_table, "value": CheckpointValue._meta.db_table,
     }
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_LATEST.format(**tables), [checkpoint_ns, thread_id])
         row = cursor.fetchone()
     # The owner's own read: allowed by the policy, and no foreign read to audit.

@@ -1,0 +1,40 @@
+"""A cursor whose statements PostgreSQL parses and plans once per connection.
+
+Django's PostgreSQL backend binds parameters in the client: every statement reaches the
+server as new text, parsed and planned again each time. The hottest statements (a
+checkpoint put's read and write, a task's writes, a store get or put: docs/scaling.md,
+"Prepared statements") go through `prepared_cursor` instead: psycopg binds their parameters
+on the server and prepares a statement once it has run `prepare_threshold` times (psycopg's
+default, 5) on the connection, so later runs skip the parse and the plan. Behind a pooler in
+transaction mode (DJANGO_DB_POOLER=transaction) the threshold is None and nothing is
+prepared: the statements are the same, bound on the server without a name.
+
+The cursor is Django's own wrapper around it, so queries are counted and logged, errors are
+Django's, and the connection's transaction state is respected, as with `connection.cursor()`.
+On SQLite it is `connection.cursor()`.
+
+Statements run here name their columns (no `SELECT *`): a prepared statement whose result
+shape a migration changes would fail until the connection is renewed.
+"""
+
+from __future__ import annotations
+
+from django.db import connection as default_connection
+
+
+def prepared_cursor(connection=None):
+    """A cursor on `connection` (the default one) binding parameters on the server on PostgreSQL."""
+    connection = connection or default_connection
+    if connection.vendor != "postgresql":
+        return connection.cursor()
+    from django.db.backends.postgresql.base import TIMESTAMPTZ_OID, Format, ServerBindingCursor, register_tzloader
+
+    # What `connection.cursor()` does before it makes its cursor (Django's `_cursor`, `create_cursor`).
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        cursor = ServerBindingCursor(connection.connection)
+        loader = connection.connection.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
+        if connection.timezone != loader.timezone:
+            register_tzloader(connection.timezone, cursor)
+        return connection._prepare_cursor(cursor)
