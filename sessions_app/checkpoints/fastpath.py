@@ -1,4 +1,4 @@
-"""The checkpoint put in two round trips on PostgreSQL (one read, one guarded statement), and
+"""The checkpoint put in one round trip on PostgreSQL (two when the thread must be read), and
 a task's pending writes in one.
 
 The put of an agent's next step (docs/checkpoints.md, "Costs") is the hottest
@@ -8,13 +8,16 @@ messages (an agent that sends every step's messages whole: the same hash chain u
 thread's head, so it is the delta of the rest), or not as blocks at all, is written without a
 transaction of several statements:
 
-1. one read, unlocked: the thread row, the head of its messages (for a delta), whether the
-   checkpoint id is stored already, and the parent's `versions_seen` (for `node_id`);
+1. the thread row's guarded columns and the head of its messages (for a delta): as this
+   process's last put of the thread left them (`remembered`), or else read, unlocked;
 2. one statement that writes everything or nothing: the thread row is updated only if it is
    as read (for a delta: seq, counts and updated_at unchanged; else its owner), and the
    blocks appended, the channel values stored by version and the checkpoint inserted all
    hang on that update, so PostgreSQL's row lock and its re-check of the guard order it
-   against every other write to the thread.
+   against every other write to the thread. The nodes the step ran (`node_id`) are found in
+   it against the parent as stored. When remembered columns no longer hold (another process
+   or path wrote to the thread since), it writes nothing and answers the row as it is: the
+   statement is made again from that. A remembered row is a prediction, never a decision.
 
 Everything else — a new thread, a checkpoint put again (replaced), messages sent whole that
 rewrite the thread's (a compaction), a delta whose head is not the thread's, another user's
@@ -34,7 +37,9 @@ referring to a checkpoint not stored or holding its messages itself, take the ge
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
@@ -52,22 +57,20 @@ from sessions_app.threads.messages import ContextHasher, chain_continue
 from sessions_app.threads.models import Block, Thread
 
 from . import conversation, references, versions
-from .langgraph import is_langgraph_checkpoint, next_nodes, nodes_run
+from .langgraph import is_langgraph_checkpoint, next_nodes
 from .models import Checkpoint, CheckpointValue, CheckpointWrite
+from .wire import INTERRUPT
 
 NODE_ID_MAX = 255
 
-_READ = """
-SELECT t.id, t.owner_id, t.agent_code, t.last_seq, t.rewrite_count, t.active_count, t.updated_at, t.title = '',
-       {head},
-       EXISTS (SELECT 1 FROM {checkpoint} c
-                WHERE c.thread_id = t.id AND c.checkpoint_ns = %s AND c.checkpoint_id = %s),
-       (SELECT (p.checkpoint -> 'versions_seen')::text FROM {checkpoint} p
-         WHERE p.thread_id = t.id AND p.checkpoint_ns = %s AND p.checkpoint_id = %s)
+# The thread row's guarded columns and, for a put carrying messages, its chain head (the
+# agent's latest active block): the read, and the tail of the statement that tells a put made
+# from remembered columns what the row holds now when they no longer hold.
+_STATE = """
+SELECT t.id, t.owner_id, t.agent_code, t.last_seq, t.rewrite_count, t.active_count, t.updated_at, {head}
   FROM {thread} t
   {head_join}
- WHERE t.thread_id = %s
-"""
+ WHERE t.thread_id = %s"""
 _HEAD_JOIN = """LEFT JOIN LATERAL (
         SELECT b.seq, b.position, b.chain_hash FROM {block} b
          WHERE b.thread_id = t.id AND b.agent_code = COALESCE(%s, NULLIF(t.agent_code, ''), %s) AND NOT b.archived
@@ -87,11 +90,24 @@ _VALUES = """, stored_values AS (
       FROM moved CROSS JOIN (VALUES {rows}) AS v(channel, version, digest, value)
     ON CONFLICT DO NOTHING)"""
 _VALUE_ROW = "(%s, %s, %s, %s)"
-_INSERT = """
+_INSERT = """, inserted AS (
 INSERT INTO {checkpoint} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, messages_ref,
                           refs, values_ref, metadata, run_id, node_id, next_node_id, created_at, updated_at)
-SELECT moved.id, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb, %s::jsonb, %s::jsonb, %s, %s, %s, %s, %s FROM moved
+SELECT moved.id, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb, %s::jsonb, %s::jsonb, %s, {node_id}, %s, %s, %s FROM moved
+RETURNING 1)
+SELECT (SELECT count(*) FROM inserted), now.* FROM (SELECT 1) AS one LEFT JOIN ({state}) AS now ON true
 """
+# `langgraph.nodes_run` in SQL, against the parent as stored: the nodes whose `versions_seen`
+# differ from the parent's (a node the parent has not seen: against JSON null, as the parent's
+# missing key reads in Python), sorted by code point, joined with "," and cut at NODE_ID_MAX.
+_NODES_RUN = """COALESCE((
+    SELECT left(string_agg(n.key, ',' ORDER BY n.key COLLATE "C"), {max})
+      FROM jsonb_each(%s::jsonb) AS n
+     WHERE n.key <> '{interrupt}'
+       AND n.value IS DISTINCT FROM COALESCE((
+           SELECT CASE WHEN jsonb_typeof(p.checkpoint -> 'versions_seen') = 'object' THEN p.checkpoint -> 'versions_seen' -> n.key END
+             FROM {checkpoint} p WHERE p.thread_id = moved.id AND p.checkpoint_ns = %s AND p.checkpoint_id = %s), 'null'::jsonb)
+), '')"""
 
 
 def _tables() -> dict[str, str]:
@@ -112,9 +128,69 @@ class Written:
     messages: dict[str, Any] | None
 
 
+@dataclass(frozen=True)
+class _Row:
+    """The thread row's guarded columns, and the chain head of `agent`'s messages (None: not read)."""
+
+    pk: int
+    owner_id: int
+    agent_code: str
+    last_seq: int
+    rewrite_count: int
+    active_count: int
+    updated_at: Any
+    agent: str | None
+    seq: int | None
+    position: int | None
+    head: str | None
+
+    @classmethod
+    def of(cls, values, agent: str | None) -> _Row | None:
+        if values is None or values[0] is None:
+            return None
+        return cls(*values[:7], agent, *values[7:10])
+
+
+class _Remembered:
+    """Each thread's row as this process's last put left it, so that the next put of its agent
+    needs no read. Only a prediction: the put's statement is guarded by these very columns, so a
+    row that moved since (another process, another path) writes nothing and the statement
+    answers the row as it is now."""
+
+    SIZE = 10_000
+
+    def __init__(self) -> None:
+        self._rows: OrderedDict[tuple, _Row] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(actor, thread_id: str) -> tuple:
+        return (connection.alias, connection.settings_dict.get("NAME"), actor.pk, thread_id)
+
+    def get(self, key: tuple) -> _Row | None:
+        with self._lock:
+            row = self._rows.get(key)
+            if row is not None:
+                self._rows.move_to_end(key)
+            return row
+
+    def put(self, key: tuple, row: _Row | None) -> None:
+        with self._lock:
+            if row is None:
+                self._rows.pop(key, None)
+                return
+            self._rows[key] = row
+            self._rows.move_to_end(key)
+            while len(self._rows) > self.SIZE:
+                self._rows.popitem(last=False)
+
+
+remembered = _Remembered()
+
+
 def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_id: str) -> Written | None:
-    """The put of a new checkpoint in two round trips (see the module); None when the general
-    path must decide. `data` is the checked input (services.checkpoint_input)."""
+    """The put of a new checkpoint in one round trip, or two (see the module); None when the
+    general path must decide. `data` is the checked input (services.checkpoint_input)."""
     if connection.vendor != "postgresql":
         return None
     body = data.checkpoint
@@ -131,41 +207,83 @@ def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_
     conversing = delta is not None or whole is not None
     given = conversation.agent_code_given(data.metadata) if conversing else None
     tables = _tables()
-    head_sql = "h.seq, h.position, h.chain_hash" if conversing else "NULL, NULL, NULL"
-    head_join = _HEAD_JOIN.format(**tables) if conversing else ""
-    params: list[Any] = [data.checkpoint_ns, checkpoint_id, data.checkpoint_ns, data.parent_checkpoint_id or ""]
-    if conversing:
-        params += [given, conversation.DEFAULT_AGENT_CODE]
-    params.append(thread_id)
-    with prepared_cursor() as cursor:
-        cursor.execute(_READ.format(head=head_sql, head_join=head_join, **tables), params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    pk, owner_id, agent_code, last_seq, rewrite_count, active_count, updated_at, untitled, seq, position, head, exists, seen = row
-    if exists or not policy.may_write(actor, owner_id=owner_id, action="checkpoint.put"):
-        return None
+    head = "h.seq, h.position, h.chain_hash" if conversing else "NULL, NULL, NULL"
+    state_sql = _STATE.format(head=head, head_join=_HEAD_JOIN.format(**tables) if conversing else "", **tables)
+    state_params = [given, conversation.DEFAULT_AGENT_CODE, thread_id] if conversing else [thread_id]
 
+    def agent_of(row: _Row) -> str | None:
+        return (given or row.agent_code or conversation.DEFAULT_AGENT_CODE) if conversing else None
+
+    def read() -> _Row | None:
+        with prepared_cursor() as cursor:
+            cursor.execute(state_sql, state_params)
+            return now(cursor.fetchone())
+
+    def now(found) -> _Row | None:
+        row = _Row.of(found, None)
+        return row and _Row.of(found, agent_of(row))
+
+    key = remembered.key(actor, thread_id)
+    row = remembered.get(key)
+    if row is not None and row.agent != agent_of(row):
+        row = None  # remembered for another agent's messages (or without any)
+    from_memory = row is not None
+    if row is None:
+        row = read()
+    while row is not None and policy.may_write(actor, owner_id=row.owner_id, action="checkpoint.put"):
+        plan = _plan(data=data, body=body, values=values, delta=delta, whole=whole, given=given, channel=channel,
+                     row=row, langgraph=langgraph, checkpoint_id=checkpoint_id, run_id=run_id, tables=tables,
+                     state=(state_sql, state_params))
+        if plan is not None:
+            sql, params, after, answer, appended = plan
+            try:
+                written, found = _execute(sql, params)
+            except IntegrityError:
+                # The checkpoint id is stored already, or put at this moment by another request: nothing
+                # of this statement was written; the general path, under the lock, finds it and replaces it.
+                break
+            if written == 1:
+                remembered.put(key, after)
+                if appended:
+                    BLOCK_APPEND.inc(appended)
+                return Written(messages=answer)
+        if not from_memory:
+            break  # the general path decides (the thread moved since it was read: nothing was written)
+        # What was remembered no longer holds, or sends the put to the general path: once more,
+        # with the row as it is now (as the statement saw it, or read).
+        from_memory = False
+        row = read() if plan is None else now(found)
+    remembered.put(key, None)
+    return None
+
+
+def _plan(*, data, body, values, delta, whole, given, channel, row: _Row, langgraph, checkpoint_id, run_id,
+          tables, state) -> tuple | None:
+    """The guarded statement of a put against the thread `row`, its parameters, the row it
+    leaves, the answer's `messages` and how many blocks it appends; None when the general path
+    must decide (the same refusals and the same rows as it)."""
     node_id, next_node_id = data.node_id, data.next_node_id
+    node_sql, node_params = "%s", [node_id or ""]
     if langgraph:
         if next_node_id is None:
             next_node_id = ",".join(next_nodes(body))[:NODE_ID_MAX]
         if node_id is None:
-            seen = stored_loads(seen) if seen is not None else None
-            node_id = ",".join(nodes_run(body["versions_seen"], seen if isinstance(seen, dict) else None))[:NODE_ID_MAX]
+            node_sql = _NODES_RUN.format(max=NODE_ID_MAX, interrupt=INTERRUPT, **tables)
+            node_params = [db_text(body["versions_seen"]), data.checkpoint_ns, data.parent_checkpoint_id or ""]
     now = timezone.now()
     messages, answer, appended = None, None, []
     if whole is not None:
-        delta = _whole_as_delta(whole, position, head)
+        delta = _whole_as_delta(whole, row.position, row.head)
         if delta is None:
             return None  # not an extension of the thread's messages: the general path's save rewrites
-        if not delta.append and (given or agent_code or conversation.DEFAULT_AGENT_CODE) != agent_code:
+        if not delta.append and (given or row.agent_code or conversation.DEFAULT_AGENT_CODE) != row.agent_code:
             return None  # a save that only changes the thread's agent: the general path's
+    after = replace(row, updated_at=now)
     if delta is not None:
-        agent = given or agent_code or conversation.DEFAULT_AGENT_CODE
-        if (head or "") != delta.head:
+        agent = row.agent
+        if (row.head or "") != delta.head:
             return None  # the general path answers 412
-        stored = position + 1 if position is not None else 0
+        stored = row.position + 1 if row.position is not None else 0
         if stored + len(delta.append) > settings.MEMORYADMIN_MAX_CONTEXT_MESSAGES:
             return None  # the general path answers 400
         try:
@@ -175,12 +293,15 @@ def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_
                 return None  # the general path names the message in the channel it was sent in
             raise
         try:
-            digests = chain_continue(head or "", delta.append) if appended else []
+            digests = chain_continue(row.head or "", delta.append) if appended else []
         except TypeError:
             return None  # the general path names what cannot be stored
-        upto = last_seq + len(appended) if appended else (seq or 0)
+        upto = row.last_seq + len(appended) if appended else (row.seq or 0)
         messages = {"channel": channel, "agent": agent, "upto": upto, "count": stored + len(appended)}
-        answer = {"channel": channel, "head": digests[-1] if digests else (head or ""), "count": messages["count"]}
+        answer = {"channel": channel, "head": digests[-1] if digests else (row.head or ""), "count": messages["count"]}
+        if appended:
+            after = replace(after, agent_code=agent, last_seq=upto, active_count=row.active_count + len(appended),
+                            seq=upto, position=stored + len(appended) - 1, head=digests[-1])
     if data.refs:
         held = {channel: messages["count"]} if messages else None
         references.refs_check(data.refs, values, references.list_lengths(values, held))
@@ -191,38 +312,30 @@ def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_
     if delta is not None:
         sql = "WITH moved AS (" + thread_services.MOVED_SQL.format(thread=tables["thread"], extra_state="") + ")"
         params = [
-            # An empty delta leaves the thread's agent as it is, as the general path does.
-            last_seq + len(appended), len(appended), agent if appended else agent_code, now, thread_services.title_from(appended) if untitled else "",
-            pk, owner_id, last_seq, rewrite_count, active_count, updated_at,
+            # An empty delta leaves the thread's agent as it is, as the general path does. The
+            # title is the first human message's while the thread has none (the statement's CASE).
+            row.last_seq + len(appended), len(appended), after.agent_code, now, thread_services.title_from(appended),
+            row.pk, row.owner_id, row.last_seq, row.rewrite_count, row.active_count, row.updated_at,
         ]
     else:
         sql = "WITH moved AS (" + _MOVED_PLAIN.format(**tables) + ")"
-        params = [now, pk, owner_id]
+        params = [now, row.pk, row.owner_id]
     if appended:
         sql += _BLOCKS.format(rows=", ".join([thread_services.APPEND_ROW] * len(appended)), **tables)
-        params += [agent, now]
-        params += thread_services.append_row_params(appended, last_seq=last_seq, start=stored, digests=digests)
+        params += [after.agent_code, now]
+        params += thread_services.append_row_params(appended, last_seq=row.last_seq, start=stored, digests=digests)
     if value_rows:
         sql += _VALUES.format(rows=", ".join([_VALUE_ROW] * len(value_rows)), **tables)
         params.append(data.checkpoint_ns)
         for name, version, digest, text in value_rows:
             params += [name, version, digest, text]
-    sql += _INSERT.format(**tables)
+    sql += _INSERT.format(node_id=node_sql, state=state[0], **tables)
     params += [
         data.checkpoint_ns, checkpoint_id, data.parent_checkpoint_id, db_text(document), _json(messages),
-        _json(data.refs), _json(values_ref), db_text(data.metadata), run_id, node_id or "", next_node_id or "", now, now,
+        _json(data.refs), _json(values_ref), db_text(data.metadata), run_id, *node_params, next_node_id or "", now, now,
+        *state[1],
     ]
-    try:
-        written = _execute(sql, params)
-    except IntegrityError:
-        # The same checkpoint id put at the same moment by another request: nothing of this
-        # statement was written; the general path, under the lock, finds it and replaces it.
-        return None
-    if written != 1:
-        return None  # the thread moved since it was read: nothing was written
-    if appended:
-        BLOCK_APPEND.inc(len(appended))
-    return Written(messages=answer)
+    return sql, params, after, answer, len(appended)
 
 
 def _whole_as_delta(whole: list[dict[str, Any]], position: int | None, head: str | None) -> conversation.Delta | None:
@@ -239,16 +352,19 @@ def _whole_as_delta(whole: list[dict[str, Any]], position: int | None, head: str
     return conversation.Delta(head=head or "", append=whole[stored:])
 
 
-def _execute(sql: str, params: list) -> int:
-    """The statement's rows written. Inside a caller's transaction (a test's, say) it runs in a
-    savepoint, so that a failure leaves that transaction usable; otherwise alone, in autocommit."""
+def _execute(sql: str, params: list) -> tuple[int, tuple | None]:
+    """How many checkpoints the statement wrote (0 or 1) and the thread row as it was before it
+    (the `_STATE` columns). Inside a caller's transaction (a test's, say) it runs in a savepoint,
+    so that a failure leaves that transaction usable; otherwise alone, in autocommit."""
     if connection.in_atomic_block:
         with transaction.atomic(), prepared_cursor() as cursor:
             cursor.execute(sql, params)
-            return cursor.rowcount
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount
+            found = cursor.fetchone()
+    else:
+        with prepared_cursor() as cursor:
+            cursor.execute(sql, params)
+            found = cursor.fetchone()
+    return found[0], found[1:]
 
 
 _WRITES = """

@@ -285,7 +285,7 @@ def checkpoint_put(
         checkpoint_id_validate(checkpoint_id)
     thread_id_validate(thread_id)
     if action == "checkpoint.put":
-        # On PostgreSQL the next step of an agent's own thread: two round trips (fastpath.py).
+        # On PostgreSQL the next step of an agent's own thread: one round trip, or two (fastpath.py).
         fast = fastpath.checkpoint_put_fast(
             actor=actor, thread_id=thread_id, data=data, checkpoint_id=checkpoint_id, run_id=_run_id(data.metadata)
         )

@@ -70,22 +70,28 @@ def in_another_connection(fn):
 
 @postgres_only
 @pytest.mark.parametrize("count", [2, 300])
-def test_a_step_costs_two_round_trips_its_writes_one_and_the_latest_read_two(alice, count, django_assert_num_queries):
+def test_a_step_costs_two_round_trips_then_one_its_writes_one_and_the_latest_read_two(alice, count, django_assert_num_queries):
     head = grown(alice, f"f-{count}", count)
     svc.checkpoint_put(actor=alice, thread_id="warm", data=svc.checkpoint_input(checkpoint={}), checkpoint_id="w")
     with django_assert_num_queries(2):
         answer = put(alice, f"f-{count}", "c1", 2, delta={"head": head, "append": [human(count)]}, parent="c0")
     with django_assert_num_queries(1):
         assert write(alice, f"f-{count}", "c1", [("step", 3), ("__error__", "boom")]) == 2
+    # The next step: what the first left of the thread row is remembered, so no read.
+    with django_assert_num_queries(1):
+        answer = put(alice, f"f-{count}", "c2", 3, delta={"head": answer.messages["head"], "append": [human(count + 1)]},
+                     parent="c1")
+    with django_assert_num_queries(1):
+        assert write(alice, f"f-{count}", "c2", [("step", 3), ("__error__", "boom")]) == 2
     with django_assert_num_queries(2):
         found = latest.checkpoint_latest(actor=alice, thread_id=f"f-{count}")
-    assert answer.messages["count"] == count + 1
-    assert found.checkpoint["channel_values"]["messages"] == conversation(count) + [human(count)]
+    assert answer.messages["count"] == count + 2
+    assert found.checkpoint["channel_values"]["messages"] == conversation(count) + [human(count), human(count + 1)]
     assert found.checkpoint["channel_values"]["documents"] == DOCUMENTS
     assert [(w.channel, w.value) for w in found.pending] == [("__error__", "boom"), ("step", 3)]
     row = Checkpoint.objects.get(thread__thread_id=f"f-{count}", checkpoint_id="c1")
     assert (row.node_id, row.messages_ref["count"], row.values_ref is not None) == ("agent", count + 1, True)
-    assert Thread.objects.get(thread_id=f"f-{count}").active_count == count + 1
+    assert Thread.objects.get(thread_id=f"f-{count}").active_count == count + 2
 
 
 @postgres_only
@@ -200,7 +206,7 @@ def _stored(thread_id):
 
 @postgres_only
 @pytest.mark.parametrize("count", [2, 300])
-def test_a_step_sent_whole_that_extends_the_thread_costs_two_round_trips_and_is_stored_as_the_general_path_stores_it(
+def test_a_step_sent_whole_that_extends_the_thread_costs_two_round_trips_then_one_and_is_stored_as_the_general_path_stores_it(
     alice, count, django_assert_num_queries, monkeypatch
 ):
     """An agent that sends each step's messages whole: the thread's messages and one more, then the same again."""
@@ -208,8 +214,9 @@ def test_a_step_sent_whole_that_extends_the_thread_costs_two_round_trips_and_is_
         grown(alice, thread_id, count)
     steps = [("c1", conversation(count) + [human(count)]), ("c2", conversation(count) + [human(count)])]
     answers = {}
-    for checkpoint_id, messages in steps:
-        with django_assert_num_queries(2):
+    for (checkpoint_id, messages), round_trips in zip(steps, (2, 1), strict=True):
+        # The first step reads the thread; the next, remembering what the first left, does not.
+        with django_assert_num_queries(round_trips):
             answers[checkpoint_id] = put(alice, "whole-fast", checkpoint_id, 2, messages=messages, parent="c0")
     monkeypatch.setattr(svc.fastpath, "checkpoint_put_fast", lambda **kwargs: None)
     general = {checkpoint_id: put(alice, "whole-general", checkpoint_id, 2, messages=messages, parent="c0")
@@ -240,3 +247,83 @@ def test_a_block_stored_deeper_than_a_read_shows_reads_back_cut(alice):
     read = latest.checkpoint_latest(actor=alice, thread_id="odd").checkpoint["channel_values"]["messages"]
     assert len(read) == 3 and read[0] == conversation(3)[0] and read[2] == conversation(3)[2]
     assert json_depth(read[1]) == 200 and DEEP_MARKER in str(read[1])
+
+
+@postgres_only
+def test_a_remembered_row_that_no_longer_holds_costs_a_round_trip_more_never_a_wrong_write(alice, django_assert_num_queries):
+    from sessions_app.checkpoints import fastpath
+
+    head = grown(alice, "moved", 2)
+    first = put(alice, "moved", "c1", 2, delta={"head": head, "append": [human(2)]}, parent="c0")
+    key = ("default", connection.settings_dict["NAME"], alice.pk, "moved")
+    kept = fastpath.remembered.get(key)
+    assert kept is not None and kept.head == first.messages["head"]
+
+    def elsewhere(step):
+        # Another process's put: this one's memory is left as it was.
+        answers = []
+        in_another_connection(lambda: answers.append(step()))
+        fastpath.remembered.put(key, kept)
+        return answers[0]
+
+    # Another process appended a message: the client sends the new head, which this process's
+    # memory does not know; the thread is read, then written, as with nothing remembered.
+    other = elsewhere(lambda: put(alice, "moved", "c2", 3, delta={"head": first.messages["head"], "append": [human(3)]}, parent="c1"))
+    with django_assert_num_queries(2):
+        third = put(alice, "moved", "c3", 4, delta={"head": other.messages["head"], "append": [human(4)]}, parent="c2")
+    assert third.created and third.messages["count"] == 5
+    # Another process wrote a step without messages: the head is the same but the row moved; the
+    # statement writes nothing and answers the row, and the second statement writes.
+    kept = fastpath.remembered.get(key)
+    elsewhere(lambda: put(alice, "moved", "c4", 5, documents=False, parent="c3"))
+    with django_assert_num_queries(2):
+        fifth = put(alice, "moved", "c5", 5, delta={"head": third.messages["head"], "append": [human(5)]}, parent="c4")
+    assert fifth.messages["count"] == 6
+    assert list(Block.objects.filter(thread__thread_id="moved").order_by("seq").values_list("seq", flat=True)) == [1, 2, 3, 4, 5, 6]
+    thread = Thread.objects.get(thread_id="moved")
+    assert (thread.active_count, thread.last_seq) == (6, 6)
+    found = latest.checkpoint_latest(actor=alice, thread_id="moved")
+    assert found.checkpoint["channel_values"]["messages"] == conversation(2) + [human(n) for n in range(2, 6)]
+
+
+@postgres_only
+def test_after_a_clear_a_remembered_head_is_a_412_and_writes_nothing(alice, admin_user):
+    from sessions_app.threads.services import thread_clear
+
+    head = grown(alice, "cleared", 2)
+    first = put(alice, "cleared", "c1", 2, delta={"head": head, "append": [human(2)]}, parent="c0")
+    thread_clear(actor=admin_user, thread_id="cleared")
+    before = (Checkpoint.objects.count(), Block.objects.count(), Thread.objects.get(thread_id="cleared").updated_at)
+    with pytest.raises(PreconditionFailed):
+        put(alice, "cleared", "c2", 3, delta={"head": first.messages["head"], "append": [human(3)]}, parent="c1")
+    assert (Checkpoint.objects.count(), Block.objects.count(), Thread.objects.get(thread_id="cleared").updated_at) == before
+
+
+NODES_CASES = [
+    # (the parent's versions_seen, or None for no parent stored; this checkpoint's)
+    ({"agent": {"step": "1"}, "tools": {"x": 1}}, {"agent": {"step": "2"}, "tools": {"x": 1.0}}),
+    ({"a": None}, {"a": None, "b": None, "c": {"k": "v"}}),
+    (None, {"z": {}, "Z": {}, "é": {}, "日本": {}, "a": {"1": 2}, "__interrupt__": {"x": "1"}}),
+    ({"nested": {"b": 1, "a": 2}}, {"nested": {"a": 2, "b": 1}, "big": {"v": 2**70}}),
+    ({}, {f"node-{n:03d}-{'x' * 20}": {"v": n} for n in range(20)}),
+]
+
+
+@postgres_only
+@pytest.mark.parametrize("parent_seen, seen", NODES_CASES)
+def test_the_nodes_a_step_ran_are_found_in_the_statement_as_langgraph_nodes_run_finds_them(alice, parent_seen, seen):
+    from sessions_app.checkpoints.langgraph import nodes_run
+    from sessions_app.checkpoints.fastpath import NODE_ID_MAX
+
+    svc.checkpoint_put(actor=alice, thread_id="nodes", data=svc.checkpoint_input(checkpoint={}), checkpoint_id="start")
+    parent = None
+    if parent_seen is not None:
+        parent = "p"
+        body = dict(checkpoint("p", 1, {"step": 1}), versions_seen=parent_seen)
+        svc.checkpoint_put(actor=alice, thread_id="nodes", data=svc.checkpoint_input(checkpoint=body, parent_checkpoint_id="start"),
+                           checkpoint_id="p")
+    body = dict(checkpoint("c", 2, {"step": 2}), versions_seen=seen)
+    data = svc.checkpoint_input(checkpoint=body, parent_checkpoint_id=parent or "missing")
+    assert svc.fastpath.checkpoint_put_fast(actor=alice, thread_id="nodes", data=data, checkpoint_id="c", run_id="") is not None
+    stored = Checkpoint.objects.get(thread__thread_id="nodes", checkpoint_id="c").node_id
+    assert stored == ",".join(nodes_run(seen, parent_seen))[:NODE_ID_MAX]
