@@ -17,7 +17,7 @@ transaction of several statements:
    against every other write to the thread. The nodes the step ran (`node_id`) are found in
    it against the parent as stored. When remembered columns no longer hold (another process
    or path wrote to the thread since), it writes nothing and answers the row as it is: the
-   statement is made again from that. A remembered row is a prediction, never a decision.
+   statement is made again from that (sessions_app/threads/remembered.py).
 
 Everything else — a new thread, a checkpoint put again (replaced), messages sent whole that
 rewrite the thread's (a compaction), a delta whose head is not the thread's, another user's
@@ -37,8 +37,6 @@ referring to a checkpoint not stored or holding its messages itself, take the ge
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -54,6 +52,7 @@ from memoryadmin.postgres.prepared import prepared_cursor
 
 from sessions_app.threads import services as thread_services
 from sessions_app.threads.messages import ContextHasher, chain_continue
+from sessions_app.threads.remembered import Remembered
 from sessions_app.threads.models import Block, Thread
 
 from . import conversation, references, versions
@@ -151,41 +150,8 @@ class _Row:
         return cls(*values[:7], agent, *values[7:10])
 
 
-class _Remembered:
-    """Each thread's row as this process's last put left it, so that the next put of its agent
-    needs no read. Only a prediction: the put's statement is guarded by these very columns, so a
-    row that moved since (another process, another path) writes nothing and the statement
-    answers the row as it is now."""
-
-    SIZE = 10_000
-
-    def __init__(self) -> None:
-        self._rows: OrderedDict[tuple, _Row] = OrderedDict()
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def key(actor, thread_id: str) -> tuple:
-        return (connection.alias, connection.settings_dict.get("NAME"), actor.pk, thread_id)
-
-    def get(self, key: tuple) -> _Row | None:
-        with self._lock:
-            row = self._rows.get(key)
-            if row is not None:
-                self._rows.move_to_end(key)
-            return row
-
-    def put(self, key: tuple, row: _Row | None) -> None:
-        with self._lock:
-            if row is None:
-                self._rows.pop(key, None)
-                return
-            self._rows[key] = row
-            self._rows.move_to_end(key)
-            while len(self._rows) > self.SIZE:
-                self._rows.popitem(last=False)
-
-
-remembered = _Remembered()
+# The checkpoint puts' rows (sessions_app/threads/remembered.py): a `_Row` per (thread, caller).
+remembered = Remembered()
 
 
 def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_id: str) -> Written | None:

@@ -106,27 +106,27 @@ def _hashed(head: str, messages: list) -> list[str]:
 def _append_in_one_statement(
     *, actor, thread_id, agent_code, messages, parsed, extra_state, extra_state_given, if_match, if_none_match, expect_head
 ) -> SaveResult | None:
-    """Two round trips: the head read, then one guarded statement (services.guarded_append).
-    None sends the append to the locked path, which decides every refusal."""
-    with connection.cursor() as cursor:
-        cursor.execute(services.thread_head_sql(), [agent_code, thread_id])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    _pk, owner_id, *_counts, position, head = row
-    if not policy.may_write(actor, owner_id=owner_id, action="thread.write"):
-        return None
-    stored = position + 1 if position is not None else 0
-    if stored + len(parsed) > settings.MEMORYADMIN_MAX_CONTEXT_MESSAGES:
-        return None
-    if if_match is not None and not services.head_row_etag_matches(if_match, row):
-        return None
-    if expect_head is not None and expect_head != (head or ""):
-        return None
-    return services.guarded_append(
-        actor=actor, thread_id=thread_id, agent_code=agent_code, head_row=row, parsed=parsed,
-        digests=_hashed(head or "", messages), extra_state=extra_state, extra_state_given=extra_state_given,
-    )
+    """One guarded statement (services.guarded_append) after the head read, or without it when
+    this process remembers the row (services.head_rows). None sends the append to the locked
+    path, which decides every refusal."""
+    for row in services.head_rows(actor=actor, thread_id=thread_id, agent_code=agent_code):
+        _pk, owner_id, *_counts, position, head = row
+        if not policy.may_write(actor, owner_id=owner_id, action="thread.write"):
+            return None
+        stored = position + 1 if position is not None else 0
+        if stored + len(parsed) > settings.MEMORYADMIN_MAX_CONTEXT_MESSAGES:
+            continue
+        if if_match is not None and not services.head_row_etag_matches(if_match, row):
+            continue
+        if expect_head is not None and expect_head != (head or ""):
+            continue
+        result = services.guarded_append(
+            actor=actor, thread_id=thread_id, agent_code=agent_code, head_row=row, parsed=parsed,
+            digests=_hashed(head or "", messages), extra_state=extra_state, extra_state_given=extra_state_given,
+        )
+        if result is not None:
+            return result
+    return None
 
 
 @transaction.atomic

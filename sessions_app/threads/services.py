@@ -25,7 +25,9 @@ from memoryadmin.errors import InvalidInput, PreconditionFailed
 from memoryadmin.json import db_text
 from memoryadmin.jsoncheck import DEPTH_MAX, json_value_check, text_input_check
 from memoryadmin.metrics import BLOCK_APPEND, BLOCK_ARCHIVE_WRITE, BLOCK_PERSIST_FAIL, BLOCK_TRUNCATE
+from memoryadmin.postgres.prepared import prepared_cursor
 
+from sessions_app.threads import remembered
 from sessions_app.threads.messages import ContextHasher, ParsedMessage, parse_message
 from sessions_app.threads.notify import stream_end_fields, thread_notify, threads_notify
 from .models import TITLE_MAX, Block, Thread, thread_rows_delete, threads_rows_delete
@@ -213,8 +215,9 @@ def thread_save_agent_state(
     return result
 
 
-# The common save, an agent adding a turn to its own thread, in two round trips on
-# PostgreSQL: read the thread with its chain head (no lock), check the posted prefix
+# The common save, an agent adding a turn to its own thread, in one round trip on PostgreSQL
+# (two when the thread must be read: sessions_app/threads/remembered.py): read the thread
+# with its chain head (no lock) unless this process remembers it, check the posted prefix
 # against that head in Python, then ONE statement that moves the thread row only if
 # it is still in the state that was read and inserts the new blocks only if it moved.
 # A concurrent writer makes the conditional UPDATE match nothing (PostgreSQL
@@ -316,33 +319,42 @@ def blocks_for(thread: Thread, agent_code: str, parsed: list, *, start: int, dig
 def _append_in_one_statement(
     *, actor, thread_id, agent_code, context, extra_state, extra_state_given, if_match
 ) -> SaveResult | None:
-    """The save as an append in one conditional statement, or None for the locked path."""
-    with connection.cursor() as cursor:
-        cursor.execute(thread_head_sql(), [agent_code, thread_id])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    _pk, owner_id, *_counts, position, head = row
-    if not policy.may_write(actor, owner_id=owner_id, action="thread.write"):
-        return None  # the locked path refuses it, with the refusal's audit detail
-    if if_match is not None and not head_row_etag_matches(if_match, row):
-        return None
-    stored = position + 1 if head is not None else 0
-    total = len(context)
-    if total <= stored:
-        return None
+    """The save as an append in one conditional statement, or None for the locked path: tried
+    on the thread row as this process's last save left it, then on the row as read."""
     hasher = ContextHasher(context)
-    try:
-        if stored and hasher.prefix_digest(stored) != head:
-            return None
-        digests = hasher.digests_from(stored)
-    except TypeError as exc:
-        raise not_json(exc) from exc
-    parsed = parse_messages(context, stored)
-    return guarded_append(
-        actor=actor, thread_id=thread_id, agent_code=agent_code, head_row=row, parsed=parsed, digests=digests,
-        extra_state=extra_state, extra_state_given=extra_state_given,
-    )
+    for row in head_rows(actor=actor, thread_id=thread_id, agent_code=agent_code):
+        _pk, owner_id, *_counts, position, head = row
+        if not policy.may_write(actor, owner_id=owner_id, action="thread.write"):
+            return None  # the locked path refuses it, with the refusal's audit detail
+        if if_match is not None and not head_row_etag_matches(if_match, row):
+            continue
+        stored = position + 1 if head is not None else 0
+        if len(context) <= stored:
+            continue
+        try:
+            if stored and hasher.prefix_digest(stored) != head:
+                continue
+            digests = hasher.digests_from(stored)
+        except TypeError as exc:
+            raise not_json(exc) from exc
+        result = guarded_append(
+            actor=actor, thread_id=thread_id, agent_code=agent_code, head_row=row, parsed=parse_messages(context, stored),
+            digests=digests, extra_state=extra_state, extra_state_given=extra_state_given,
+        )
+        if result is not None:
+            return result
+    return None
+
+
+def head_rows(*, actor, thread_id: str, agent_code: str):
+    """HEAD_SQL's row of the thread for the agent: as remembered (`remembered.saves`), then as read."""
+
+    def read():
+        with prepared_cursor() as cursor:
+            cursor.execute(thread_head_sql(), [agent_code, thread_id])
+            return cursor.fetchone()
+
+    return remembered.saves.rows(remembered.saves.key(actor, thread_id, agent_code), read)
 
 
 def guarded_append(
@@ -365,12 +377,16 @@ def guarded_append(
     params += [pk, actor.pk, last_seq, rewrite_count, active_count, updated_at, agent_code, now]
     params += append_row_params(parsed, last_seq=last_seq, start=stored, digests=digests, messages=messages)
     sql = thread_append_sql(rows=count, with_extra_state=extra_state_given)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         inserted = cursor.rowcount
     if inserted != count:
         # The thread moved since it was read (or the UPDATE matched nothing): nothing was written.
         return None
+    title = title_from(parsed) if untitled else ""
+    remembered.saves.put(remembered.saves.key(actor, thread_id, agent_code), (
+        pk, actor.pk, agent_code, last_seq + count, rewrite_count, active_count + count, now, untitled and not title,
+        stored + count - 1, digests[-1]))
     written = Thread(pk=pk, last_seq=last_seq + count, rewrite_count=rewrite_count, updated_at=now, agent_code=agent_code)
     return SaveResult(
         thread_id=thread_id,

@@ -184,6 +184,7 @@ NOT_WRITES = {
     "sessions_app.threads.services.ensure_can_write_at_all": "the check itself, through policy",
     "sessions_app.threads.services.lock_or_create": "a step of the saves, after their check",
     "sessions_app.threads.services.guarded_append": "a step of the saves, after their check",
+    "sessions_app.threads.services.head_rows": "a read of the saves' fast path, which then checks (policy.may_write)",
 }
 SERVICE_MODULES = (
     "sessions_app.threads.services",

@@ -297,3 +297,36 @@ def test_a_save_that_raced_between_its_read_and_its_write_falls_back_to_the_lock
     assert (result.mode, result.appended, result.max_seq) == ("noop", 0, 6)
     assert [b.seq for b in active()] == [1, 2, 3, 4, 5, 6]
     assert Thread.objects.get(thread_id="t1").active_count == 6
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not IS_POSTGRES, reason="the one-statement save is PostgreSQL's")
+@pytest.mark.parametrize("how", ["whole", "append"])
+def test_a_remembered_row_another_process_moved_costs_a_read_and_loses_nothing(alice, admin_user, how, django_assert_num_queries):
+    """A process remembers the row its last save left; another process saves meanwhile (its
+    memory is another's), or an admin clears the thread: the save reads the row and is right."""
+    from sessions_app.threads import remembered
+    from sessions_app.threads.append import thread_append_messages
+
+    def step(context, new):
+        if how == "whole":
+            return save(alice, context)
+        return thread_append_messages(actor=alice, thread_id="t1", agent_code="bot", messages=new)
+
+    save(alice, turns(2))
+    step(turns(4), turns(4)[2:])  # through the one statement: remembered from here
+    key = remembered.saves.key(alice, "t1", "bot")
+    kept = remembered.saves.get(key)
+    assert kept is not None and kept[3] == 4  # last_seq
+    step(turns(6), turns(6)[4:])  # "another process": its save moves the row ...
+    remembered.saves.put(key, kept)  # ... and this process's memory is as it was
+    # The statement made from what was remembered writes nothing; then the read, and the statement.
+    with django_assert_num_queries(3):
+        result = step(turns(8), turns(8)[6:])
+    assert (result.mode, result.appended, result.max_seq) == ("append", 2, 8)
+    assert [b.content for b in active()] == [m["content"] for m in turns(8)]
+    thread_clear(actor=admin_user, thread_id="t1")
+    result = step(turns(10), turns(10)[8:])
+    thread = Thread.objects.get(thread_id="t1")
+    assert thread.active_count == (10 if how == "whole" else 2) and thread.last_seq == 8 + result.appended
+    assert Block.objects.filter(thread=thread, archived=True).count() == 8
