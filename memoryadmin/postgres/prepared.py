@@ -9,8 +9,9 @@ default, 5) on the connection, so later runs skip the parse and the plan. Behind
 transaction mode (DJANGO_DB_POOLER=transaction) the threshold is None and nothing is
 prepared: the statements are the same, bound on the server without a name.
 
-The cursor is Django's own wrapper around it, so queries are counted and logged, errors are
-Django's, and the connection's transaction state is respected, as with `connection.cursor()`.
+The cursor is Django's own wrapper around it, so queries are counted and logged (with their
+parameters written in, as Django logs its own), errors are Django's, and the connection's
+transaction state is respected, as with `connection.cursor()`.
 On SQLite it is `connection.cursor()`.
 
 Statements run here name their columns (no `SELECT *`): a prepared statement whose result
@@ -20,6 +21,7 @@ shape a migration changes would fail until the connection is renewed.
 from __future__ import annotations
 
 from django.db import connection as default_connection
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 
 def prepared_cursor(connection=None):
@@ -37,4 +39,24 @@ def prepared_cursor(connection=None):
         loader = connection.connection.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
         if connection.timezone != loader.timezone:
             register_tzloader(connection.timezone, cursor)
-        return connection._prepare_cursor(cursor)
+        connection.validate_thread_sharing()
+        return _LoggedCursor(cursor, connection) if connection.queries_logged else connection.make_cursor(cursor)
+
+
+class _LoggedCursor(CursorDebugWrapper):
+    """Django's debug wrapper (DEBUG, tests counting queries), logging each statement with its
+    parameters written in, as Django logs its own: Django reads the text psycopg sent, which
+    for a prepared statement is not kept."""
+
+    def execute(self, sql, params=None):
+        with self.debug_sql(_written(self.db, sql, params), params):
+            return CursorWrapper.execute(self, sql, params)
+
+
+def _written(connection, sql: str, params) -> str | None:
+    from psycopg import errors
+
+    try:
+        return connection.ops.compose_sql(sql, params)
+    except errors.DataError:
+        return None

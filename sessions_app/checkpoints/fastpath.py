@@ -66,7 +66,8 @@ NODE_ID_MAX = 255
 # agent's latest active block): the read, and the tail of the statement that tells a put made
 # from remembered columns what the row holds now when they no longer hold.
 _STATE = """
-SELECT t.id, t.owner_id, t.agent_code, t.last_seq, t.rewrite_count, t.active_count, t.updated_at, {head}
+SELECT t.id, t.owner_id, t.agent_code, t.last_seq, t.rewrite_count, t.active_count, t.updated_at, {head},
+       EXISTS (SELECT 1 FROM {checkpoint} c WHERE c.thread_id = t.id AND c.checkpoint_ns = %s AND c.checkpoint_id = %s)
   FROM {thread} t
   {head_join}
  WHERE t.thread_id = %s"""
@@ -142,12 +143,16 @@ class _Row:
     seq: int | None
     position: int | None
     head: str | None
+    # Whether the checkpoint being put is stored already (then the general path replaces it);
+    # what a put leaves is its own checkpoint, so a put again of it (a retry) is one too.
+    exists: bool = False
+    last: str = ""
 
     @classmethod
     def of(cls, values, agent: str | None) -> _Row | None:
         if values is None or values[0] is None:
             return None
-        return cls(*values[:7], agent, *values[7:10])
+        return cls(*values[:7], agent, *values[7:10], exists=bool(values[10]))
 
 
 # The checkpoint puts' rows (sessions_app/threads/remembered.py): a `_Row` per (thread, caller).
@@ -175,7 +180,8 @@ def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_
     tables = _tables()
     head = "h.seq, h.position, h.chain_hash" if conversing else "NULL, NULL, NULL"
     state_sql = _STATE.format(head=head, head_join=_HEAD_JOIN.format(**tables) if conversing else "", **tables)
-    state_params = [given, conversation.DEFAULT_AGENT_CODE, thread_id] if conversing else [thread_id]
+    state_params = [data.checkpoint_ns, checkpoint_id]
+    state_params += [given, conversation.DEFAULT_AGENT_CODE, thread_id] if conversing else [thread_id]
 
     def agent_of(row: _Row) -> str | None:
         return (given or row.agent_code or conversation.DEFAULT_AGENT_CODE) if conversing else None
@@ -191,12 +197,12 @@ def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_
 
     key = remembered.key(actor, thread_id)
     row = remembered.get(key)
-    if row is not None and row.agent != agent_of(row):
-        row = None  # remembered for another agent's messages (or without any)
+    if row is not None and (row.agent != agent_of(row) or row.last == checkpoint_id):
+        row = None  # remembered for another agent's messages (or without any), or this very checkpoint's put
     from_memory = row is not None
     if row is None:
         row = read()
-    while row is not None and policy.may_write(actor, owner_id=row.owner_id, action="checkpoint.put"):
+    while row is not None and not row.exists and policy.may_write(actor, owner_id=row.owner_id, action="checkpoint.put"):
         plan = _plan(data=data, body=body, values=values, delta=delta, whole=whole, given=given, channel=channel,
                      row=row, langgraph=langgraph, checkpoint_id=checkpoint_id, run_id=run_id, tables=tables,
                      state=(state_sql, state_params))
@@ -244,7 +250,7 @@ def _plan(*, data, body, values, delta, whole, given, channel, row: _Row, langgr
             return None  # not an extension of the thread's messages: the general path's save rewrites
         if not delta.append and (given or row.agent_code or conversation.DEFAULT_AGENT_CODE) != row.agent_code:
             return None  # a save that only changes the thread's agent: the general path's
-    after = replace(row, updated_at=now)
+    after = replace(row, updated_at=now, last=checkpoint_id)
     if delta is not None:
         agent = row.agent
         if (row.head or "") != delta.head:

@@ -77,3 +77,15 @@ def _threshold(**env: str) -> str:
 def test_statements_are_prepared_after_five_runs_and_never_behind_a_transaction_pooler():
     assert _threshold() == "5"
     assert _threshold(DJANGO_DB_POOLER="transaction") == "None"
+
+
+def test_a_prepared_statement_is_logged_with_its_parameters_written_in():
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        for n in range(7):  # prepared from the sixth run on PostgreSQL
+            with prepared_cursor() as cursor:
+                cursor.execute("SELECT CAST(%s AS integer) + 4 /* logged-test */", [n])
+    logged = [query["sql"] for query in captured.captured_queries]
+    assert len(logged) == 7 and all(text is not None and "logged-test" in text for text in logged)
+    assert "6" in logged[-1] and "%s" not in logged[-1]
