@@ -51,6 +51,8 @@ def test_a_failing_statement_raises_djangos_error_and_leaves_the_connection_usab
 @pytest.mark.postgres
 @pytest.mark.skipif(not IS_POSTGRES, reason="prepared statements are PostgreSQL's")
 def test_postgresql_prepares_its_statements_and_not_djangos():
+    if connection.settings_dict["OPTIONS"].get("prepare_threshold", 5) is None:
+        pytest.skip("behind a transaction pooler nothing is prepared")
     marker = "SELECT %s::integer + 2 /* prepared-test */"
     for n in range(6):
         with prepared_cursor() as cursor:
@@ -89,3 +91,34 @@ def test_a_prepared_statement_is_logged_with_its_parameters_written_in():
     logged = [query["sql"] for query in captured.captured_queries]
     assert len(logged) == 7 and all(text is not None and "logged-test" in text for text in logged)
     assert "6" in logged[-1] and "%s" not in logged[-1]
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not IS_POSTGRES, reason="prepared statements are PostgreSQL's")
+def test_a_statement_lost_by_an_unnamed_pooler_is_told_in_the_log_and_nothing_is_prepared_after(monkeypatch, caplog):
+    from django.db import ProgrammingError, transaction
+
+    from memoryadmin.postgres import prepared
+
+    if connection.settings_dict["OPTIONS"].get("prepare_threshold", 5) is None:
+        pytest.skip("behind a transaction pooler nothing is prepared")
+    monkeypatch.setattr(prepared, "_pooler_found", False)
+    marker = "SELECT %s::integer + 5 /* lost-test */"
+    for n in range(6):
+        with prepared_cursor() as cursor:
+            cursor.execute(marker, [n])
+    # What a pooler in transaction mode does: the next run lands on a server connection that
+    # never saw the statement (here: the statement is deallocated under psycopg's feet).
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM pg_prepared_statements WHERE statement LIKE '%%lost-test%%'")
+        (name,) = cursor.fetchone()
+        cursor.execute(f'DEALLOCATE "{name}"')
+    with pytest.raises(ProgrammingError), transaction.atomic(), prepared_cursor() as cursor:
+        cursor.execute(marker, [7])
+    assert prepared._pooler_found and "DJANGO_DB_POOLER=transaction" in caplog.text
+    for n in range(7):
+        with prepared_cursor() as cursor:
+            cursor.execute(marker, [n])
+            assert cursor.fetchone() == (n + 5,)
+    assert connection.connection.prepare_threshold is None
+    connection.connection.prepare_threshold = 5

@@ -56,7 +56,8 @@ def server(tmp_path):
     port = _free_port()
     metrics_dir = tmp_path / "metrics"
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST"))},
+        # DJANGO_DB_POOLER is kept: behind PgBouncer the server must not prepare statements.
+        **{k: v for k, v in os.environ.items() if not (k.startswith(("DJANGO_", "PYTEST")) and k != "DJANGO_DB_POOLER")},
         "DATABASE_URL": _database_url(),
         "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
         "DJANGO_DEBUG": "0",

@@ -50,7 +50,8 @@ def database_url() -> str:
 def gunicorn(tmp_path):
     port = free_port()
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST", "MEMORYADMIN_"))},
+        # DJANGO_DB_POOLER is kept: behind PgBouncer the server must not prepare statements.
+        **{k: v for k, v in os.environ.items() if not (k.startswith(("DJANGO_", "PYTEST", "MEMORYADMIN_")) and k != "DJANGO_DB_POOLER")},
         "DATABASE_URL": database_url(),
         "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
         "DJANGO_LOG_LEVEL": "WARNING",
