@@ -190,7 +190,7 @@ def _serve(request: DirectRequest, scope: dict, match, view_class: type) -> tupl
             response = response_for_exception(request, exc)
         security, frames = _middleware()
         response = frames.process_response(request, security.process_response(request, response))
-        if not response.has_header("Content-Length"):
+        if not response.has_header("Content-Length") and response.status_code != 304:  # a 304 has no body to measure
             response["Content-Length"] = str(len(response.content))
         count_request(request, response, started)
         if response.status_code >= 400:  # logged as Django's handler logs it

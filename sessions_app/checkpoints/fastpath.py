@@ -55,7 +55,7 @@ from sessions_app.threads.messages import ContextHasher, chain_continue
 from sessions_app.threads.remembered import Remembered
 from sessions_app.threads.models import Block, Thread
 
-from . import conversation, references, versions
+from . import conversation, latest, references, versions
 from .langgraph import is_langgraph_checkpoint, next_nodes
 from .models import Checkpoint, CheckpointValue, CheckpointWrite
 from .wire import INTERRUPT
@@ -67,7 +67,8 @@ NODE_ID_MAX = 255
 # from remembered columns what the row holds now when they no longer hold.
 _STATE = """
 SELECT t.id, t.owner_id, t.agent_code, t.last_seq, t.rewrite_count, t.active_count, t.updated_at, {head},
-       EXISTS (SELECT 1 FROM {checkpoint} c WHERE c.thread_id = t.id AND c.checkpoint_ns = %s AND c.checkpoint_id = %s)
+       EXISTS (SELECT 1 FROM {checkpoint} c WHERE c.thread_id = t.id AND c.checkpoint_ns = %s AND c.checkpoint_id = %s),
+       t.archived_count
   FROM {thread} t
   {head_join}
  WHERE t.thread_id = %s"""
@@ -123,9 +124,11 @@ def _json(value: Any) -> str | None:
 
 @dataclass(frozen=True)
 class Written:
-    """A put the fast path made: a new checkpoint, and the answer's `messages` (or None)."""
+    """A put the fast path made: a new checkpoint, the answer's `messages` (or None) and the
+    state tag of the latest read it leaves (latest.py)."""
 
     messages: dict[str, Any] | None
+    state_tag: str | None = None
 
 
 @dataclass(frozen=True)
@@ -147,12 +150,13 @@ class _Row:
     # what a put leaves is its own checkpoint, so a put again of it (a retry) is one too.
     exists: bool = False
     last: str = ""
+    archived_count: int = 0  # not guarded: for the state tag the put answers
 
     @classmethod
     def of(cls, values, agent: str | None) -> _Row | None:
         if values is None or values[0] is None:
             return None
-        return cls(*values[:7], agent, *values[7:10], exists=bool(values[10]))
+        return cls(*values[:7], agent, *values[7:10], exists=bool(values[10]), archived_count=values[11])
 
 
 # The checkpoint puts' rows (sessions_app/threads/remembered.py): a `_Row` per (thread, caller).
@@ -218,7 +222,10 @@ def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_
                 remembered.put(key, after)
                 if appended:
                     BLOCK_APPEND.inc(appended)
-                return Written(messages=answer)
+                tag = None if data.checkpoint_ns else latest.state_tag(
+                    checkpoint_id, after.updated_at, after.last_seq, after.rewrite_count, after.active_count, after.archived_count
+                )
+                return Written(messages=answer, state_tag=tag)
         if not from_memory:
             break  # the general path decides (the thread moved since it was read: nothing was written)
         # What was remembered no longer holds, or sends the put to the general path: once more,

@@ -8,10 +8,21 @@ reference come from the blocks in a second (conversation.py). What it gives is e
 `selectors.checkpoint_get` gives: the same hydration puts everything back. The statement is
 prepared once per connection (memoryadmin/postgres/prepared.py). Another user's
 thread, a missing one, one with no checkpoint yet and SQLite take `checkpoint_get` itself.
+
+The owner's read of a checkpoint with no pending writes answers its `state_tag`, and so does
+the put that made it (fastpath.py): a tag of everything the answer is made of — the
+checkpoint as stored (its id and `updated_at`, which every replacement moves) and the
+thread's blocks (their counters, which every append, archive, rewrite or purge moves). A
+read sent with `If-None-Match: <state_tag>` answers 304 with no body in one query while the
+tag holds: the client (`MemoryAdminSaver`) has the checkpoint already, as it put or read it
+(docs/checkpoints.md, "Costs").
 """
 
 from __future__ import annotations
 
+import datetime
+import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
@@ -25,7 +36,7 @@ from sessions_app.threads.selectors import thread_id_validate
 
 from . import versions
 from .models import Checkpoint, CheckpointValue, CheckpointWrite
-from .selectors import attach_writes_read, checkpoint_get
+from .selectors import attach_writes_read, checkpoint_etag, checkpoint_get
 
 _LATEST = """
 SELECT t.id, t.owner_id, c.id, c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint::text, c.messages_ref::text,
@@ -39,7 +50,8 @@ SELECT t.id, t.owner_id, c.id, c.checkpoint_id, c.parent_checkpoint_id, c.checkp
           FROM {value} v
           JOIN jsonb_each(CASE WHEN jsonb_typeof(c.values_ref) = 'object' THEN c.values_ref END) AS r
             ON v.channel = r.key AND v.version = r.value ->> 0 AND v.digest = r.value ->> 1
-         WHERE v.thread_id = t.id AND v.checkpoint_ns = c.checkpoint_ns)
+         WHERE v.thread_id = t.id AND v.checkpoint_ns = c.checkpoint_ns),
+       t.last_seq, t.rewrite_count, t.active_count, t.archived_count
   FROM {thread} t
   LEFT JOIN LATERAL (
         SELECT c.id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, c.messages_ref, c.refs,
@@ -47,6 +59,47 @@ SELECT t.id, t.owner_id, c.id, c.checkpoint_id, c.parent_checkpoint_id, c.checkp
           FROM {checkpoint} c WHERE c.thread_id = t.id AND c.checkpoint_ns = %s ORDER BY c.id DESC LIMIT 1) c ON true
  WHERE t.thread_id = %s
 """
+
+# What a state tag is checked against: the thread's counters and its latest checkpoint's row, and
+# whether the checkpoint has pending writes (a tag is only given to one without).
+_TAGGED = """
+SELECT t.owner_id, c.id, c.checkpoint_id, c.updated_at, t.last_seq, t.rewrite_count, t.active_count, t.archived_count,
+       EXISTS (SELECT 1 FROM {write} w
+                WHERE w.thread_id = t.id AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)
+  FROM {thread} t
+  JOIN LATERAL (
+        SELECT c.id, c.checkpoint_ns, c.checkpoint_id, c.updated_at
+          FROM {checkpoint} c WHERE c.thread_id = t.id AND c.checkpoint_ns = %s ORDER BY c.id DESC LIMIT 1) c ON true
+ WHERE t.thread_id = %s
+"""
+
+
+def state_tag(checkpoint_id: str, updated_at, last_seq: int, rewrite_count: int, active_count: int, archived_count: int) -> str:
+    """The tag of the latest checkpoint's answer (module docstring): a quoted entity tag."""
+    parts = f"{checkpoint_id}\x00{updated_at.astimezone(datetime.timezone.utc).isoformat()}\x00{last_seq}\x00{rewrite_count}\x00{active_count}\x00{archived_count}"
+    return '"s' + hashlib.sha256(parts.encode()).hexdigest()[:32] + '"'
+
+
+@dataclass(frozen=True)
+class Unchanged:
+    """The latest checkpoint is the one the If-None-Match tag names: a 304, with the checkpoint's ETag."""
+
+    etag: str
+
+
+def checkpoint_latest_unless(*, actor, thread_id: str, checkpoint_ns: str = "", if_none_match: str | None = None):
+    """`checkpoint_latest`, or `Unchanged` when `if_none_match` lists the answer's state tag (one query)."""
+    if if_none_match and connection.vendor == "postgresql":
+        thread_id_validate(thread_id)
+        tables = {"thread": Thread._meta.db_table, "checkpoint": Checkpoint._meta.db_table, "write": CheckpointWrite._meta.db_table}
+        with prepared_cursor() as cursor:
+            cursor.execute(_TAGGED.format(**tables), [checkpoint_ns, thread_id])
+            row = cursor.fetchone()
+        if row is not None and policy.owns(actor, row[0]) and policy.may_read(actor, owner_id=row[0]):
+            tags = {tag.strip() for tag in if_none_match.split(",")}
+            if "*" in tags or not row[8] and state_tag(*row[2:8]) in tags:  # "*": any latest checkpoint there is
+                return Unchanged(etag=checkpoint_etag(Checkpoint(pk=row[1], updated_at=row[3])))
+    return checkpoint_latest(actor=actor, thread_id=thread_id, checkpoint_ns=checkpoint_ns)
 
 
 def _loads(text: str | None) -> Any:
@@ -81,7 +134,7 @@ def _latest_own(*, actor, thread_id: str, checkpoint_ns: str) -> Checkpoint | No
     if row is None or row[2] is None or not (policy.owns(actor, row[1]) and policy.may_read(actor, owner_id=row[1])):
         return None
     (thread_pk, owner_id, pk, checkpoint_id, parent_id, document, messages_ref, refs, metadata, run_id, node_id,
-     next_node_id, created_at, updated_at, writes, values_ref, values) = row
+     next_node_id, created_at, updated_at, writes, values_ref, values, *counters) = row
     thread = Thread(pk=thread_pk, thread_id=thread_id, owner_id=owner_id)
     checkpoint = Checkpoint(
         pk=pk, thread=thread, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id, parent_checkpoint_id=parent_id,
@@ -99,4 +152,7 @@ def _latest_own(*, actor, thread_id: str, checkpoint_ns: str) -> Checkpoint | No
         )
         for task_id, task_path, idx, channel, value, refers in _loads(writes) or ()
     ]
-    return attach_writes_read([checkpoint], pending)[0]
+    found = attach_writes_read([checkpoint], pending)[0]
+    if not pending:
+        found.state_tag = state_tag(checkpoint_id, updated_at, *counters)
+    return found

@@ -90,6 +90,9 @@ def checkpoint_as_dict(checkpoint: Checkpoint, *, thread: Thread | None = None) 
     held = getattr(checkpoint, "messages_held", None)
     if held is not None:
         answer["messages"] = held
+    tag = getattr(checkpoint, "state_tag", None)
+    if tag is not None:
+        answer["state_tag"] = tag  # the latest read's (latest.py)
     return answer
 
 

@@ -206,6 +206,8 @@ class PutResult:
     etag: str = ""  # the checkpoint's ETag once written (an HTTP header, not part of the body)
     # The chain head and count of the thread's messages once this checkpoint's are the active blocks.
     messages: dict[str, Any] | None = None
+    # The latest read's state tag once this checkpoint is stored (latest.py): given by the fast path.
+    state_tag: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         answer: dict[str, Any] = {
@@ -213,6 +215,8 @@ class PutResult:
         }
         if self.messages is not None:
             answer["messages"] = self.messages
+        if self.state_tag is not None:
+            answer["state_tag"] = self.state_tag
         return answer
 
 
@@ -290,7 +294,8 @@ def checkpoint_put(
             actor=actor, thread_id=thread_id, data=data, checkpoint_id=checkpoint_id, run_id=_run_id(data.metadata)
         )
         if fast is not None:
-            return PutResult(thread_id, data.checkpoint_ns, checkpoint_id, created=True, messages=fast.messages)
+            return PutResult(thread_id, data.checkpoint_ns, checkpoint_id, created=True, messages=fast.messages,
+                             state_tag=fast.state_tag)
     return _checkpoint_put_locked(actor=actor, thread_id=thread_id, data=data, checkpoint_id=checkpoint_id, action=action)
 
 

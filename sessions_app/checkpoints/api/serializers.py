@@ -58,6 +58,9 @@ class CheckpointRefSerializer(serializers.Serializer):
     thread_id = serializers.CharField()
     checkpoint_ns = serializers.CharField(allow_blank=True)
     checkpoint_id = serializers.CharField()
+    state_tag = serializers.CharField(
+        required=False, help_text="The latest read's tag once this checkpoint is stored, for its If-None-Match (a put on the fast path)."
+    )
 
 
 class PendingWriteSerializer(serializers.Serializer):
@@ -80,6 +83,9 @@ class CheckpointSerializer(serializers.Serializer):
     pending_writes = PendingWriteSerializer(many=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+    state_tag = serializers.CharField(
+        required=False, help_text="Of the latest read without pending writes: send it as If-None-Match for a 304 while nothing changed."
+    )
 
 
 class CheckpointListSerializer(serializers.Serializer):

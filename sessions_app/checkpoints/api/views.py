@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpResponseNotModified
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
@@ -145,14 +146,28 @@ class CheckpointListView(APIView):
 class CheckpointLatestView(APIView):
     direct_methods = ("get",)  # memoryadmin/direct.py: an agent's first read of each invoke
     @extend_schema(
-        parameters=[THREAD_ID, NS_QUERY, CHECKPOINT_ETAG], responses=s.CheckpointSerializer, summary="The latest checkpoint"
+        parameters=[
+            THREAD_ID, NS_QUERY, CHECKPOINT_ETAG,
+            OpenApiParameter(
+                "If-None-Match", str, OpenApiParameter.HEADER,
+                description="a `state_tag` from an earlier read or put: 304 with no body while the latest checkpoint "
+                "is still that one, as it was, with no pending writes",
+            ),
+        ],
+        responses={200: s.CheckpointSerializer, 304: OpenApiResponse(description="unchanged since the state_tag given")},
+        summary="The latest checkpoint",
     )
     def get(self, request: Request, thread_id: str) -> Response:
-        checkpoint = latest.checkpoint_latest(
+        checkpoint = latest.checkpoint_latest_unless(
             actor=request.user,
             thread_id=thread_id,
             checkpoint_ns=cs.checkpoint_ns_validate(request.query_params.get("checkpoint_ns")),
+            if_none_match=request.headers.get("If-None-Match"),
         )
+        if isinstance(checkpoint, latest.Unchanged):
+            unchanged = HttpResponseNotModified()
+            unchanged["ETag"] = checkpoint.etag
+            return unchanged
         return Response(cs.checkpoint_as_dict(checkpoint), headers={"ETag": cs.checkpoint_etag(checkpoint)})
 
 

@@ -30,6 +30,14 @@ Messages inside other values (`Send` packets, task writes) travel by reference t
 checkpoint's messages (`codec.MessageRefs`); writes the server cannot resolve (a 412:
 their checkpoint not stored yet) are sent again whole.
 
+Reads of the latest checkpoint are conditional. The server answers a put (and a read) of a
+root checkpoint without pending writes with its `state_tag`; the saver keeps that checkpoint
+(`steps._Latest`) and sends the tag with the thread's next read of its latest checkpoint
+(`If-None-Match`). While nothing changed the server answers 304 with no body, and the saver
+gives the checkpoint back: its channels and metadata read from the wire form it kept, its
+messages the objects it put, once their contents are checked unchanged (docs/checkpoints.md,
+"MemoryAdminSaver").
+
 Errors are the client's `MemoryAdminError` subclasses (`memoryadmin_client.errors`):
 401 `MemoryAdminAuthError`, 403 `MemoryAdminForbidden` (another user's thread,
 or a read-only key), 404 `MemoryAdminNotFound`, 400 `MemoryAdminInvalid` (also
@@ -77,7 +85,7 @@ from ..http import RETRIES, Call, HTTPClient, RetryPolicy, json_of
 from ..ids import path_segment, thread_id_checked
 from ..turns import Turn, take_turn
 from .codec import BLOB_KEY, MessageRefs, ValueCodec, contents_of
-from .steps import _kept, _Plan, _Sent
+from .steps import _kept, _Latest, _Plan, _Sent
 
 PAGE_SIZE = 100
 BATCH = 1000
@@ -91,6 +99,7 @@ class _Put:
     thread_id: str
     sent: _Sent | None  # the messages channel's value as sent, when it is a list (its head still unknown)
     delta: bool
+    latest: _Latest | None = None  # the checkpoint as the next read of the latest may give it back (its tag still unknown)
 
 
 def _q(value: str) -> str:
@@ -146,6 +155,8 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         # The checkpoint each thread's latest put is sending: its tasks' writes, which LangGraph
         # sends while that put may still be on its way, refer to its messages too.
         self._putting: OrderedDict[str, _Sent] = OrderedDict()
+        # Each thread's latest checkpoint as put or read, with the server's state tag (`_Latest`).
+        self._latest: OrderedDict[str, _Latest] = OrderedDict()
         self._sent_lock = threading.Lock()
 
     # connection handling
@@ -170,12 +181,21 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
 
     # request builders and answer readers, shared by the sync and async methods
 
-    def _tuple_request(self, config: RunnableConfig) -> Call:
+    def _tuple_request(self, config: RunnableConfig) -> tuple[Call, _Latest | None]:
+        """The read's request, and the checkpoint it may answer is unchanged (a 304) for a read of
+        the latest one: the thread's latest as last put or read, its messages as they were then."""
         configurable = _configurable(config)
-        thread = _q(configurable["thread_id"])
+        thread_id = configurable["thread_id"]
+        thread, ns = _q(thread_id), configurable.get("checkpoint_ns") or ""
         checkpoint_id = get_checkpoint_id(config)
-        path = f"/threads/{thread}/checkpoints/{_q(checkpoint_id)}" if checkpoint_id else f"/threads/{thread}/checkpoints/latest"
-        return Call("GET", path, {"checkpoint_ns": configurable.get("checkpoint_ns") or ""}, tolerate=(404,))
+        if checkpoint_id:
+            return Call("GET", f"/threads/{thread}/checkpoints/{_q(checkpoint_id)}", {"checkpoint_ns": ns}, tolerate=(404,)), None
+        with self._sent_lock:
+            held = self._latest.get(thread_id) if not ns else None
+        if held is not None and not held.intact():
+            held = None
+        headers = {"If-None-Match": held.tag} if held is not None else None
+        return Call("GET", f"/threads/{thread}/checkpoints/latest", {"checkpoint_ns": ns}, tolerate=(404,), headers=headers), held
 
     def _tuple(self, data: dict[str, Any]) -> CheckpointTuple:
         def config_of(checkpoint_id: str) -> RunnableConfig:
@@ -195,6 +215,24 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             pending_writes=[
                 (write["task_id"], write["channel"], self.codec.load(write["value"])) for write in data["pending_writes"]
             ],
+        )
+
+    def _tuple_held(self, held: _Latest) -> CheckpointTuple:
+        """The latest checkpoint the server said is unchanged, as `_tuple` reads it from an answer:
+        its channels and metadata read back from the wire form, its messages the objects held."""
+        checkpoint = self.codec.load_checkpoint(held.rest)
+        if held.sent is not None:
+            checkpoint["channel_values"][held.sent.channel] = held.sent.messages[:]
+
+        def config_of(checkpoint_id: str) -> RunnableConfig:
+            return {"configurable": {"thread_id": held.thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
+
+        return CheckpointTuple(
+            config=config_of(held.checkpoint_id),
+            checkpoint=checkpoint,
+            metadata=self.codec.load(held.metadata),
+            parent_config=config_of(held.parent) if held.parent else None,
+            pending_writes=[],
         )
 
     def _list_request(
@@ -261,11 +299,17 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             putting = _Sent(checkpoint["id"], channel, messages[:], contents + contents_of(messages[len(contents):]), "")
             if messages:
                 self._store(thread_id, putting, into=self._putting)
+        latest = None
+        if not ns and not (refs is not None and refs.marked):  # a marker is the server's to resolve
+            wire = body["checkpoint"]
+            if putting is not None and channel in wire["channel_values"]:
+                wire = {**wire, "channel_values": {name: value for name, value in wire["channel_values"].items() if name != channel}}
+            latest = _Latest(thread_id, checkpoint["id"], "", plan.parent, wire, body["metadata"], putting)
         call = Call(
             "POST", f"/threads/{_q(thread_id)}/checkpoints", content=self.codec.encode(body),
             tolerate=(412,) if kept is not None else (),
         )
-        return _Put(call, thread_id, putting, kept is not None)
+        return _Put(call, thread_id, putting, kept is not None, latest)
 
     def _remembered(self, thread_id: str) -> _Sent | None:
         with self._sent_lock:
@@ -281,8 +325,11 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             if held.get("count") == len(sent.messages):
                 channel = held.get("channel") or "messages"
                 self._store(put.thread_id, replace(sent, channel=channel, head=held["head"]))
+        tag = answer.get("state_tag") if isinstance(answer, dict) else None
+        if isinstance(tag, str) and put.latest is not None:
+            self._store(put.thread_id, replace(put.latest, tag=tag), into=self._latest)
 
-    def _store(self, thread_id: str, sent: _Sent, into: OrderedDict[str, _Sent] | None = None) -> None:
+    def _store(self, thread_id: str, sent: _Sent | _Latest, into: OrderedDict[str, Any] | None = None) -> None:
         memory = self._sent if into is None else into
         with self._sent_lock:
             memory.pop(thread_id, None)
@@ -299,6 +346,13 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
     def _forget(self, thread_id: str) -> None:
         with self._sent_lock:
             self._sent.pop(thread_id, None)
+            self._latest.pop(thread_id, None)
+
+    def _unlatest(self, config: RunnableConfig) -> None:
+        """A task's writes: the latest checkpoint as held is no longer the whole answer (the server
+        would not say unchanged, with writes stored; this saves asking)."""
+        with self._sent_lock:
+            self._latest.pop(config["configurable"]["thread_id"], None)
 
     @staticmethod
     def _put_answer(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
@@ -370,23 +424,35 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
 
     # sync checkpointer API
 
-    def _read(self, response: Any) -> CheckpointTuple | None:
-        """A read checkpoint; the messages the server holds for it remembered, for the next step's delta."""
+    def _read(self, response: Any, held: _Latest | None = None) -> CheckpointTuple | None:
+        """A read checkpoint (`held` when the server answered 304: unchanged); the messages the server
+        holds for it remembered, for the next step's delta, and with its state tag the checkpoint itself."""
         if response is None:
             return None
+        if response.status_code == 304 and held is not None:
+            return self._tuple_held(held)
         data = json_of(response)
         found = self._tuple(data)
         held = data.get("messages")
+        sent = None
         if isinstance(held, dict) and not data["checkpoint_ns"] and isinstance(held.get("head"), str):
             messages = found.checkpoint["channel_values"].get(held.get("channel"))
             if isinstance(messages, list) and held.get("count") == len(messages):
-                self._store(data["thread_id"], _Sent(
-                    data["checkpoint_id"], held["channel"], messages[:], contents_of(messages), held["head"]
-                ))
+                sent = _Sent(data["checkpoint_id"], held["channel"], messages[:], contents_of(messages), held["head"])
+                self._store(data["thread_id"], sent)
+        tag = data.get("state_tag")
+        if isinstance(tag, str) and not data["checkpoint_ns"] and (sent is not None or not isinstance(held, dict)):
+            wire = data["checkpoint"]
+            if sent is not None:
+                wire = {**wire, "channel_values": {name: value for name, value in wire["channel_values"].items() if name != sent.channel}}
+            self._store(data["thread_id"], _Latest(
+                data["thread_id"], data["checkpoint_id"], tag, data.get("parent_checkpoint_id"), wire, data["metadata"], sent
+            ), into=self._latest)
         return found
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._read(self.http.send(self._tuple_request(config)))
+        call, held = self._tuple_request(config)
+        return self._read(self.http.send(call), held)
 
     def list(
         self,
@@ -439,10 +505,12 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
         call = self._writes_request(config, writes, task_id, task_path)
+        self._unlatest(config)
         if self.http.send(call) is None and call.tolerate:  # 412: sent by reference to what the server lacks
             self.http.send(self._writes_request(config, writes, task_id, task_path, whole=True))
 
     def delete_thread(self, thread_id: str) -> None:
+        self._forget(thread_id)
         self.http.send(self._delete_thread_request(thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -459,7 +527,8 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
     # async checkpointer API
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._read(await self.http.asend(self._tuple_request(config)))
+        call, held = self._tuple_request(config)
+        return self._read(await self.http.asend(call), held)
 
     async def alist(
         self,
@@ -526,10 +595,12 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
     ) -> None:
         async with Turn():
             call = self._writes_request(config, writes, task_id, task_path)
+        self._unlatest(config)
         if await self.http.asend(call) is None and call.tolerate:  # 412: sent by reference to what the server lacks
             await self.http.asend(self._writes_request(config, writes, task_id, task_path, whole=True))
 
     async def adelete_thread(self, thread_id: str) -> None:
+        self._forget(thread_id)
         await self.http.asend(self._delete_thread_request(thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:

@@ -3,7 +3,9 @@
 After each put (or read) of a root checkpoint the saver remembers the messages the server then
 holds (`_Sent`: the very list sent, each message's content, the chain head the server answered);
 the next step of that thread goes as a delta when `_kept` finds them still at its start
-(docs/checkpoints.md, "Conversation"). A put's `_Plan` says how its step goes.
+(docs/checkpoints.md, "Conversation"). A put's `_Plan` says how its step goes. The thread's
+latest checkpoint as put or read (`_Latest`) answers the next read of it while the server says,
+by a 304, that it is still the latest.
 """
 
 from __future__ import annotations
@@ -23,6 +25,31 @@ class _Sent:
     messages: list[Any]  # a copy of the list sent
     contents: list[Any]  # each message's content then (`codec.contents_of`)
     head: str
+
+
+@dataclass(frozen=True)
+class _Latest:
+    """A thread's latest checkpoint as the saver last put or read it, and the server's state tag
+    for it: while the tag holds, a read of the latest checkpoint answers 304 and the saver
+    gives this one back. `rest` and `metadata` are as on the wire (read back fresh each time),
+    the checkpoint's messages channel apart (`sent`: the very message objects, their contents
+    checked unchanged before the tag is sent; None when the checkpoint has no list there)."""
+
+    thread_id: str
+    checkpoint_id: str
+    tag: str
+    parent: str | None
+    rest: dict[str, Any]
+    metadata: Any
+    sent: _Sent | None
+
+    def intact(self) -> bool:
+        """Whether its messages are still as they were put or read (none edited in place since)."""
+        sent = self.sent
+        try:
+            return sent is None or contents_of(sent.messages) == sent.contents
+        except Exception:  # a content whose comparison fails
+            return False
 
 
 @dataclass(frozen=True)
