@@ -424,13 +424,13 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
 
     # sync checkpointer API
 
-    def _read(self, response: Any, held: _Latest | None = None) -> CheckpointTuple | None:
-        """A read checkpoint (`held` when the server answered 304: unchanged); the messages the server
-        holds for it remembered, for the next step's delta, and with its state tag the checkpoint itself."""
+    def _read(self, response: Any, unchanged: _Latest | None = None) -> CheckpointTuple | None:
+        """A read checkpoint (`unchanged` when the server answered 304); the messages the server holds
+        for it remembered, for the next step's delta, and with its state tag the checkpoint itself."""
         if response is None:
             return None
-        if response.status_code == 304 and held is not None:
-            return self._tuple_held(held)
+        if response.status_code == 304 and unchanged is not None:
+            return self._tuple_held(unchanged)
         data = json_of(response)
         found = self._tuple(data)
         held = data.get("messages")
