@@ -17,6 +17,9 @@ parameters written in, as Django logs its own), errors are Django's, and the con
 transaction state is respected, as with `connection.cursor()`.
 On SQLite it is `connection.cursor()`.
 
+A statement of more parameters than the protocol binds (65 535: an append of thousands of
+messages) is bound in the client instead, as Django binds, and is not prepared.
+
 Statements run here name their columns (no `SELECT *`): a prepared statement whose result
 shape a migration changes would fail until the connection is renewed.
 """
@@ -30,6 +33,8 @@ from django.db import connection as default_connection
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 log = logging.getLogger(__name__)
+# The most parameters PostgreSQL's protocol binds to one statement.
+MAX_BOUND = 65535
 # Set once a prepared statement was lost behind a pooler nobody told us of.
 _pooler_found = False
 
@@ -60,10 +65,14 @@ def _cursor_class():
     """psycopg's server-binding cursor (imported here: the module loads on SQLite too), telling
     `_lost` of a statement a pooler lost."""
     from django.db.backends.postgresql.base import ServerBindingCursor
-    from psycopg import errors
+    from psycopg import ClientCursor, errors
 
     class Cursor(ServerBindingCursor):
         def execute(self, query, params=None, **kwargs):
+            if params is not None and len(params) > MAX_BOUND:
+                # More than the protocol binds (a conversation of thousands of messages appended at
+                # once): bound in the client, as Django's own cursor binds, and never prepared.
+                query, params, kwargs["prepare"] = ClientCursor(self.connection).mogrify(query, params), None, False
             try:
                 return super().execute(query, params, **kwargs)
             except (errors.InvalidSqlStatementName, errors.DuplicatePreparedStatement):

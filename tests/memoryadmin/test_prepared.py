@@ -122,3 +122,13 @@ def test_a_statement_lost_by_an_unnamed_pooler_is_told_in_the_log_and_nothing_is
             assert cursor.fetchone() == (n + 5,)
     assert connection.connection.prepare_threshold is None
     connection.connection.prepare_threshold = 5
+
+
+@pytest.mark.skipif(not IS_POSTGRES, reason="PostgreSQL's protocol limit (SQLite has its own, and Django's cursor)")
+def test_more_parameters_than_the_protocol_binds_are_bound_in_the_client(django_assert_num_queries):
+    from memoryadmin.postgres.prepared import MAX_BOUND
+
+    n = MAX_BOUND + 10
+    with django_assert_num_queries(1), prepared_cursor() as cursor:
+        cursor.execute("SELECT count(*), sum(x) FROM (VALUES " + ", ".join(["(CAST(%s AS integer))"] * n) + ") AS v(x)", list(range(n)))
+        assert tuple(cursor.fetchone()) == (n, n * (n - 1) // 2)
