@@ -11,8 +11,10 @@ one of them itself when it carries an API key, and hands everything else to Djan
 Served directly, a request goes through the same pieces, not copies of them:
 
 - the route: Django's URL resolver (`resolve`), so the path and its converters are the ones
-  the URLconf declares; the view's class, its content negotiation, authenticators, permissions
-  and throttles;
+  the URLconf declares (a path's resolution kept for its next request: an agent sends its
+  thread's same few paths at every step, and resolving took a third of the event loop's work
+  of a checkpoint put); the view's class, its content negotiation, authenticators,
+  permissions and throttles;
 - the request: Django's `ASGIRequest` made from the scope (headers, query string, host and
   scheme exactly as Django reads them), with what DRF's `Request` gives a view (`data` parsed
   by the API's parser, `query_params`, `user`, `auth`);
@@ -39,10 +41,11 @@ from __future__ import annotations
 
 import io
 import time
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
@@ -119,14 +122,30 @@ def _route(scope: dict):
         return None
     if scope.get("root_path") or not _has_api_key(scope):
         return None
+    found = _resolved(path)
+    if found is None or scope["method"].lower() not in getattr(found[1], "direct_methods", ()):
+        return None
+    return found
+
+
+@lru_cache(maxsize=4096)
+def _resolved(path: str):
+    """(resolver match, view class) of a path whose view is a DRF view, else None. A match is
+    Django's own, shared by the requests of its path: it is read, never changed."""
     try:
         match = resolve(path)
     except Resolver404:
         return None
     view_class = getattr(match.func, "cls", None)
-    if view_class is None or scope["method"].lower() not in getattr(view_class, "direct_methods", ()):
-        return None
-    return match, view_class
+    return None if view_class is None else (match, view_class)
+
+
+def _routes_changed(*, setting: str, **kwargs) -> None:
+    if setting == "ROOT_URLCONF":
+        _resolved.cache_clear()
+
+
+setting_changed.connect(_routes_changed)
 
 
 def _body_fits(scope: dict) -> bool:
