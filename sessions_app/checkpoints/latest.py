@@ -76,7 +76,8 @@ SELECT t.owner_id, c.id, c.checkpoint_id, c.updated_at, t.last_seq, t.rewrite_co
 
 def state_tag(checkpoint_id: str, updated_at, last_seq: int, rewrite_count: int, active_count: int, archived_count: int) -> str:
     """The tag of the latest checkpoint's answer (module docstring): a quoted entity tag."""
-    parts = f"{checkpoint_id}\x00{updated_at.astimezone(datetime.timezone.utc).isoformat()}\x00{last_seq}\x00{rewrite_count}\x00{active_count}\x00{archived_count}"
+    stored = updated_at.astimezone(datetime.timezone.utc).isoformat()
+    parts = "\x00".join(map(str, (checkpoint_id, stored, last_seq, rewrite_count, active_count, archived_count)))
     return '"s' + hashlib.sha256(parts.encode()).hexdigest()[:32] + '"'
 
 
@@ -91,7 +92,9 @@ def checkpoint_latest_unless(*, actor, thread_id: str, checkpoint_ns: str = "", 
     """`checkpoint_latest`, or `Unchanged` when `if_none_match` lists the answer's state tag (one query)."""
     if if_none_match and connection.vendor == "postgresql":
         thread_id_validate(thread_id)
-        tables = {"thread": Thread._meta.db_table, "checkpoint": Checkpoint._meta.db_table, "write": CheckpointWrite._meta.db_table}
+        tables = {
+            "thread": Thread._meta.db_table, "checkpoint": Checkpoint._meta.db_table, "write": CheckpointWrite._meta.db_table
+        }
         with prepared_cursor() as cursor:
             cursor.execute(_TAGGED.format(**tables), [checkpoint_ns, thread_id])
             row = cursor.fetchone()

@@ -106,6 +106,10 @@ def _q(value: str) -> str:
     return path_segment(value)
 
 
+def _without(values: dict[str, Any], channel: str) -> dict[str, Any]:
+    return {name: value for name, value in values.items() if name != channel}
+
+
 def _configurable(config: RunnableConfig) -> dict[str, Any]:
     """The config's `configurable`, its thread id checked before any request (`ids.thread_id_checked`)."""
     configurable = (config or {}).get("configurable") or {}
@@ -189,13 +193,15 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         thread, ns = _q(thread_id), configurable.get("checkpoint_ns") or ""
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id:
-            return Call("GET", f"/threads/{thread}/checkpoints/{_q(checkpoint_id)}", {"checkpoint_ns": ns}, tolerate=(404,)), None
+            path = f"/threads/{thread}/checkpoints/{_q(checkpoint_id)}"
+            return Call("GET", path, {"checkpoint_ns": ns}, tolerate=(404,)), None
         with self._sent_lock:
             held = self._latest.get(thread_id) if not ns else None
         if held is not None and not held.intact():
             held = None
         headers = {"If-None-Match": held.tag} if held is not None else None
-        return Call("GET", f"/threads/{thread}/checkpoints/latest", {"checkpoint_ns": ns}, tolerate=(404,), headers=headers), held
+        path = f"/threads/{thread}/checkpoints/latest"
+        return Call("GET", path, {"checkpoint_ns": ns}, tolerate=(404,), headers=headers), held
 
     def _tuple(self, data: dict[str, Any]) -> CheckpointTuple:
         def config_of(checkpoint_id: str) -> RunnableConfig:
@@ -303,7 +309,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         if not ns and not (refs is not None and refs.marked):  # a marker is the server's to resolve
             wire = body["checkpoint"]
             if putting is not None and channel in wire["channel_values"]:
-                wire = {**wire, "channel_values": {name: value for name, value in wire["channel_values"].items() if name != channel}}
+                wire = {**wire, "channel_values": _without(wire["channel_values"], channel)}
             latest = _Latest(thread_id, checkpoint["id"], "", plan.parent, wire, body["metadata"], putting)
         call = Call(
             "POST", f"/threads/{_q(thread_id)}/checkpoints", content=self.codec.encode(body),
@@ -444,7 +450,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         if isinstance(tag, str) and not data["checkpoint_ns"] and (sent is not None or not isinstance(held, dict)):
             wire = data["checkpoint"]
             if sent is not None:
-                wire = {**wire, "channel_values": {name: value for name, value in wire["channel_values"].items() if name != sent.channel}}
+                wire = {**wire, "channel_values": _without(wire["channel_values"], sent.channel)}
             self._store(data["thread_id"], _Latest(
                 data["thread_id"], data["checkpoint_id"], tag, data.get("parent_checkpoint_id"), wire, data["metadata"], sent
             ), into=self._latest)
