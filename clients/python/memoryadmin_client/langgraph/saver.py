@@ -91,6 +91,11 @@ PAGE_SIZE = 100
 BATCH = 1000
 # Threads whose last put the saver remembers, to send the next step as a delta.
 REMEMBERED_THREADS = 1024
+# The latest checkpoints kept for a conditional read (`_Latest`): at most this many bytes of their
+# channels and metadata on the wire in all, none over a quarter of it (the oldest go first).
+LATEST_BYTES = 64 * 1024 * 1024
+# A body up to this size stands for its checkpoint's size; a larger one's is measured.
+_SMALL_BODY = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -161,6 +166,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         self._putting: OrderedDict[str, _Sent] = OrderedDict()
         # Each thread's latest checkpoint as put or read, with the server's state tag (`_Latest`).
         self._latest: OrderedDict[str, _Latest] = OrderedDict()
+        self._latest_bytes = 0
         self._sent_lock = threading.Lock()
 
     # connection handling
@@ -311,8 +317,11 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             if putting is not None and channel in wire["channel_values"]:
                 wire = {**wire, "channel_values": _without(wire["channel_values"], channel)}
             latest = _Latest(thread_id, checkpoint["id"], "", plan.parent, wire, body["metadata"], putting)
+        content = self.codec.encode(body)
+        if latest is not None:
+            latest = replace(latest, size=self._wire_size(content, latest))
         call = Call(
-            "POST", f"/threads/{_q(thread_id)}/checkpoints", content=self.codec.encode(body),
+            "POST", f"/threads/{_q(thread_id)}/checkpoints", content=content,
             tolerate=(412,) if kept is not None else (),
         )
         return _Put(call, thread_id, putting, kept is not None, latest)
@@ -333,9 +342,9 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
                 self._store(put.thread_id, replace(sent, channel=channel, head=held["head"]))
         tag = answer.get("state_tag") if isinstance(answer, dict) else None
         if isinstance(tag, str) and put.latest is not None:
-            self._store(put.thread_id, replace(put.latest, tag=tag), into=self._latest)
+            self._keep_latest(replace(put.latest, tag=tag))
 
-    def _store(self, thread_id: str, sent: _Sent | _Latest, into: OrderedDict[str, Any] | None = None) -> None:
+    def _store(self, thread_id: str, sent: _Sent, into: OrderedDict[str, _Sent] | None = None) -> None:
         memory = self._sent if into is None else into
         with self._sent_lock:
             memory.pop(thread_id, None)
@@ -352,13 +361,37 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
     def _forget(self, thread_id: str) -> None:
         with self._sent_lock:
             self._sent.pop(thread_id, None)
-            self._latest.pop(thread_id, None)
+            self._drop_latest(thread_id)
 
     def _unlatest(self, config: RunnableConfig) -> None:
         """A task's writes: the latest checkpoint as held is no longer the whole answer (the server
         would not say unchanged, with writes stored; this saves asking)."""
         with self._sent_lock:
-            self._latest.pop(config["configurable"]["thread_id"], None)
+            self._drop_latest(config["configurable"]["thread_id"])
+
+    def _wire_size(self, body: bytes, latest: _Latest) -> int:
+        """What `latest` holds on the wire: its body's length when that is small, else measured."""
+        if len(body) <= _SMALL_BODY:
+            return len(body)
+        return len(self.codec.encode({"rest": latest.rest, "metadata": latest.metadata}))
+
+    def _keep_latest(self, latest: _Latest) -> None:
+        """Keep a thread's latest checkpoint, within REMEMBERED_THREADS and LATEST_BYTES."""
+        with self._sent_lock:
+            self._drop_latest(latest.thread_id)
+            if latest.size > LATEST_BYTES // 4:
+                return
+            self._latest[latest.thread_id] = latest
+            self._latest_bytes += latest.size
+            while len(self._latest) > REMEMBERED_THREADS or self._latest_bytes > LATEST_BYTES:
+                _, oldest = self._latest.popitem(last=False)
+                self._latest_bytes -= oldest.size
+
+    def _drop_latest(self, thread_id: str) -> None:
+        """(Under `_sent_lock`.)"""
+        dropped = self._latest.pop(thread_id, None)
+        if dropped is not None:
+            self._latest_bytes -= dropped.size
 
     @staticmethod
     def _put_answer(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
@@ -451,9 +484,10 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             wire = data["checkpoint"]
             if sent is not None:
                 wire = {**wire, "channel_values": _without(wire["channel_values"], sent.channel)}
-            self._store(data["thread_id"], _Latest(
+            latest = _Latest(
                 data["thread_id"], data["checkpoint_id"], tag, data.get("parent_checkpoint_id"), wire, data["metadata"], sent
-            ), into=self._latest)
+            )
+            self._keep_latest(replace(latest, size=self._wire_size(response.content, latest)))
         return found
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

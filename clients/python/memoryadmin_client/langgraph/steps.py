@@ -42,6 +42,7 @@ class _Latest:
     rest: dict[str, Any]
     metadata: Any
     sent: _Sent | None
+    size: int = 0  # bytes of `rest` and `metadata` on the wire (what the saver's memory of them is bounded by)
 
     def intact(self) -> bool:
         """Whether its messages are still as they were put or read (none edited in place since)."""
