@@ -96,7 +96,9 @@ INSERT INTO {checkpoint} (thread_id, checkpoint_ns, checkpoint_id, parent_checkp
                           refs, values_ref, metadata, run_id, node_id, next_node_id, created_at, updated_at)
 SELECT moved.id, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb, %s::jsonb, %s::jsonb, %s, {node_id}, %s, %s, %s FROM moved
 RETURNING 1)
-SELECT (SELECT count(*) FROM inserted), now.* FROM (SELECT 1) AS one LEFT JOIN ({state}) AS now ON true
+SELECT (SELECT count(*) FROM inserted), now.*
+  FROM (SELECT 1) AS one
+  LEFT JOIN (SELECT * FROM ({state}) AS state WHERE NOT EXISTS (SELECT 1 FROM inserted)) AS now ON true
 """
 # `langgraph.nodes_run` in SQL, against the parent as stored: the nodes whose `versions_seen`
 # differ from the parent's (a node the parent has not seen: against JSON null, as the parent's
