@@ -32,7 +32,7 @@ from memoryadmin.json import stored_loads
 from memoryadmin.postgres.prepared import prepared_cursor
 
 from sessions_app.threads.models import Thread
-from sessions_app.threads.selectors import thread_id_validate
+from sessions_app.threads.selectors import etag_matches, thread_id_validate
 
 from . import versions
 from .models import Checkpoint, CheckpointValue, CheckpointWrite
@@ -92,17 +92,22 @@ def checkpoint_latest_unless(*, actor, thread_id: str, checkpoint_ns: str = "", 
     """`checkpoint_latest`, or `Unchanged` when `if_none_match` lists the answer's state tag (one query)."""
     if if_none_match and connection.vendor == "postgresql":
         thread_id_validate(thread_id)
-        tables = {
-            "thread": Thread._meta.db_table, "checkpoint": Checkpoint._meta.db_table, "write": CheckpointWrite._meta.db_table
-        }
         with prepared_cursor() as cursor:
-            cursor.execute(_TAGGED.format(**tables), [checkpoint_ns, thread_id])
+            cursor.execute(_TAGGED.format(**_tables()), [checkpoint_ns, thread_id])
             row = cursor.fetchone()
         if row is not None and policy.owns(actor, row[0]) and policy.may_read(actor, owner_id=row[0]):
-            tags = {tag.strip() for tag in if_none_match.split(",")}
-            if "*" in tags or not row[8] and state_tag(*row[2:8]) in tags:  # "*": any latest checkpoint there is
+            # A checkpoint with pending writes has no tag: only `*` (any latest checkpoint there is) names it.
+            current = "*" if row[8] else state_tag(*row[2:8])
+            if etag_matches(if_none_match, current):
                 return Unchanged(etag=checkpoint_etag(Checkpoint(pk=row[1], updated_at=row[3])))
     return checkpoint_latest(actor=actor, thread_id=thread_id, checkpoint_ns=checkpoint_ns)
+
+
+def _tables() -> dict[str, str]:
+    return {
+        "thread": Thread._meta.db_table, "checkpoint": Checkpoint._meta.db_table,
+        "write": CheckpointWrite._meta.db_table, "value": CheckpointValue._meta.db_table,
+    }
 
 
 def _loads(text: str | None) -> Any:
@@ -126,12 +131,8 @@ def _latest_own(*, actor, thread_id: str, checkpoint_ns: str) -> Checkpoint | No
     refusals and its audit are the general path's)."""
     if connection.vendor != "postgresql":
         return None
-    tables = {
-        "thread": Thread._meta.db_table, "checkpoint": Checkpoint._meta.db_table,
-        "write": CheckpointWrite._meta.db_table, "value": CheckpointValue._meta.db_table,
-    }
     with prepared_cursor() as cursor:
-        cursor.execute(_LATEST.format(**tables), [checkpoint_ns, thread_id])
+        cursor.execute(_LATEST.format(**_tables()), [checkpoint_ns, thread_id])
         row = cursor.fetchone()
     # The owner's own read: allowed by the policy, and no foreign read to audit.
     if row is None or row[2] is None or not (policy.owns(actor, row[1]) and policy.may_read(actor, owner_id=row[1])):

@@ -111,6 +111,11 @@ def _q(value: str) -> str:
     return path_segment(value)
 
 
+def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    """The config naming one checkpoint, as a read or a put answers it."""
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
+
+
 def _without(values: dict[str, Any], channel: str) -> dict[str, Any]:
     return {name: value for name, value in values.items() if name != channel}
 
@@ -211,13 +216,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
 
     def _tuple(self, data: dict[str, Any]) -> CheckpointTuple:
         def config_of(checkpoint_id: str) -> RunnableConfig:
-            return {
-                "configurable": {
-                    "thread_id": data["thread_id"],
-                    "checkpoint_ns": data["checkpoint_ns"],
-                    "checkpoint_id": checkpoint_id,
-                }
-            }
+            return _config(data["thread_id"], data["checkpoint_ns"], checkpoint_id)
 
         return CheckpointTuple(
             config=config_of(data["checkpoint_id"]),
@@ -236,14 +235,11 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         if held.sent is not None:
             checkpoint["channel_values"][held.sent.channel] = held.sent.messages[:]
 
-        def config_of(checkpoint_id: str) -> RunnableConfig:
-            return {"configurable": {"thread_id": held.thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
-
         return CheckpointTuple(
-            config=config_of(held.checkpoint_id),
+            config=_config(held.thread_id, "", held.checkpoint_id),
             checkpoint=checkpoint,
             metadata=self.codec.load(held.metadata),
-            parent_config=config_of(held.parent) if held.parent else None,
+            parent_config=_config(held.thread_id, "", held.parent) if held.parent else None,
             pending_writes=[],
         )
 
@@ -396,13 +392,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
     @staticmethod
     def _put_answer(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
         configurable = _configurable(config)
-        return {
-            "configurable": {
-                "thread_id": configurable["thread_id"],
-                "checkpoint_ns": configurable.get("checkpoint_ns") or "",
-                "checkpoint_id": checkpoint["id"],
-            }
-        }
+        return _config(configurable["thread_id"], configurable.get("checkpoint_ns") or "", checkpoint["id"])
 
     def _writes_request(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str, *, whole: bool = False
