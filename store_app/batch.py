@@ -34,7 +34,7 @@ from memoryadmin.params import parse_bool
 from . import selectors, services
 from .models import item_target
 from .namespaces import key_validate, namespace_to_path, namespace_validate
-from .puts import PutRequest, put_validate, puts_apply, puts_embed
+from .puts import PutRequest, needs_transaction, put_validate, puts_apply, puts_embed
 
 MAX_BATCH_OPS = 1000
 KINDS = ("get", "put", "delete", "search", "list_namespaces")
@@ -145,7 +145,10 @@ def store_batch(*, actor, ops: Any, atomic: Any = True, request=None, now=None) 
     # A batch of reads alone (a client's `get` or `search`) needs no transaction: READ COMMITTED
     # gives a transaction's statements no common snapshot anyway, and the TTL refresh after the
     # reads is one UPDATE of its own. Two round trips (BEGIN, COMMIT) fewer for the commonest batch.
-    with transaction.atomic() if writes else nullcontext():
+    # So for a batch of one put and nothing else, one statement on PostgreSQL (store_app.puts), a
+    # refusal of which writes nothing.
+    one_statement = not reads and len(writes) == 1 and writes[0].kind == "put" and not needs_transaction([writes[0].put])
+    with transaction.atomic() if writes and not one_statement else nullcontext():
         _run_reads(actor, reads, outcomes, atomic=atomic, now=now)
         _run_writes(actor, writes, outcomes, atomic=atomic, request=request, now=now)
     if request is not None:

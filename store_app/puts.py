@@ -12,11 +12,15 @@ go through here (docs/store.md, rules ST4 and ST10):
    a request, so concurrent writes of one key never fail: the last one to
    commit wins. A put without its row back met another user's live item: 403. The statement
    is prepared once per connection (memoryadmin/postgres/prepared.py).
-   The items' vectors are then replaced by the puts' (one DELETE, one INSERT).
+   The replaced items' vectors are deleted and the puts' inserted (one INSERT). On
+   PostgreSQL the upsert and the delete are one function (`store_items_put`, migration
+   0008), so a put that brings no vectors is one statement and needs no transaction of
+   its own (`needs_transaction`); SQLite runs the upsert, the DELETE and the INSERT inside one.
 """
 
 from __future__ import annotations
 
+import functools
 import secrets
 from dataclasses import dataclass, field
 from datetime import timedelta, timezone as dt_timezone
@@ -111,9 +115,11 @@ def puts_embed(puts: list[PutRequest]) -> None:
         put.texts = []
 
 
+# SQLite's upsert (PostgreSQL's is the function `store_items_put`, migration 0008: the same rule
+# there, and the replaced items' vectors deleted in the same round trip).
 _UPSERT_SQL = """
 INSERT INTO {table} AS item ({owner}, {path}, {depth}, {key}, {value}, {ttl}, {expires}, {created}, {updated}, {version})
-{rows}
+VALUES {rows}
 ON CONFLICT ({path}, {key}) DO UPDATE SET
     {owner} = excluded.{owner},
     {created} = CASE WHEN {expired} THEN excluded.{created} ELSE item.{created} END,
@@ -123,27 +129,28 @@ ON CONFLICT ({path}, {key}) DO UPDATE SET
     {updated} = excluded.{updated},
     {version} = excluded.{version}
 WHERE item.{owner} = excluded.{owner}
-RETURNING {id}, {path}, {key}, {inserted}, {version}{returned}
+RETURNING {id}, {path}, {key}, 0, {version}, {created}
 """
 
-# Several puts on PostgreSQL: the rows as one JSON parameter, read by json_to_recordset, so that
-# the statement's text is the same for any number of puts (psycopg parses a statement's text for
-# its placeholders and keeps the result for short texts only: a VALUES list of ten placeholders a
-# row was parsed again, placeholder by placeholder, on every batch) and a row costs one JSON object
-# written in C instead of nine parameters adapted one by one. `n` keeps the rows in the order
-# given, (namespace, key), in which batches lock keys. One put keeps its one row of VALUES, which
-# PostgreSQL plans a little faster than the function scan.
-_PG_ROWS = (
-    "SELECT %s, given.p, given.d, given.k, given.v, given.t, given.e, %s, %s, {version}\n"
-    "FROM json_to_recordset(%s::json) AS given(n integer, p text, d smallint, k text, v jsonb, t interval, e timestamptz)\n"
-    "ORDER BY given.n"
+# Any number of puts on PostgreSQL: the rows as one JSON parameter, read by json_to_recordset in
+# the function, so that the statement's text is the same for any number of puts (psycopg parses a
+# statement's text for its placeholders and keeps the result for short texts only) and a row
+# costs one JSON object written in C instead of nine parameters adapted one by one. The columns
+# are named: the statement is prepared (memoryadmin/postgres/prepared.py).
+_PG_PUT_SQL = (
+    "SELECT put_id, put_path, put_key, put_inserted, put_version, put_created"
+    " FROM store_items_put(%s::bigint, %s::timestamptz, %s::json)"
 )
 
 
-def _upsert_sql(connection, rows: int, *, created: bool) -> str:
-    """The upsert of `rows` puts (on PostgreSQL, of two or more, in one JSON parameter); RETURNING
-    each row's created_at when `created` (the single put answers its item)."""
-    quote = connection.ops.quote_name
+@functools.lru_cache(maxsize=64)
+def _sqlite_upsert_sql(rows: int) -> str:
+    """SQLite's upsert of `rows` puts, answering for each row written its id, path, key, 0 (SQLite
+    cannot tell an inserted row), vectors version and created_at."""
+
+    def quote(name: str) -> str:
+        return f'"{name}"'
+
     names = {
         "table": quote(StoreItem._meta.db_table),
         "id": quote("id"),
@@ -161,17 +168,8 @@ def _upsert_sql(connection, rows: int, *, created: bool) -> str:
     # An existing row that has expired is no longer an item: its owner's put starts a new one
     # there (anyone else's is refused: the key stays its owner's until the sweep, ST3).
     expired = "(item.{expires} IS NOT NULL AND item.{expires} <= excluded.{updated})".format(**names)
-    returned = ", " + names["created"] if created else ""
-    postgresql = connection.vendor == "postgresql"
-    # PostgreSQL tells a row it inserted (xmax 0), which has no vectors to replace; SQLite cannot.
-    inserted = "(xmax = 0)" if postgresql else "0"
-    # Every put replaces the item's vectors, so it gives them a version never used before (StoreItem.vectors_version).
-    version = f"nextval('{VERSION_SEQUENCE}')" if postgresql else "%s"
-    if postgresql and rows > 1:
-        values = _PG_ROWS.format(version=version)
-    else:
-        values = "VALUES " + ", ".join([f"(%s, %s, %s, %s, %s, %s, %s, %s, %s, {version})"] * rows)
-    return _UPSERT_SQL.format(expired=expired, inserted=inserted, rows=values, returned=returned, **names)
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * rows)
+    return _UPSERT_SQL.format(expired=expired, rows=values, **names)
 
 
 def _random_version() -> int:
@@ -198,12 +196,10 @@ def _interval_text(ttl: timedelta) -> str:
 
 
 def _upsert_params(connection, actor, puts: list[PutRequest], paths: list[str], order: list[int], now) -> list[Any]:
-    """The upsert's parameters, rows in `order`: for several puts on PostgreSQL the owner, the
-    time twice and one JSON array of the rows; else nine parameters a row (and on SQLite its
-    vectors version)."""
+    """The upsert's parameters, rows in `order`: on PostgreSQL the owner, the time and one JSON
+    array of the rows; on SQLite ten parameters a row (its vectors version the last)."""
     stamp = _prep("updated_at", now, connection)
-    postgresql = connection.vendor == "postgresql"
-    if postgresql and len(puts) > 1:
+    if connection.vendor == "postgresql":
         rows = []
         for n, i in enumerate(order):
             put = puts[i]
@@ -214,7 +210,7 @@ def _upsert_params(connection, actor, puts: list[PutRequest], paths: list[str], 
             rows.append(row)
         # db_text writes every stored value (doubles kept as doubles); the rows' other fields are
         # strings and integers, which it writes as any JSON encoder does.
-        return [actor.pk, stamp, stamp, db_text(rows)]
+        return [actor.pk, stamp, db_text(rows)]
     params: list[Any] = []
     for i in order:
         put = puts[i]
@@ -229,10 +225,16 @@ def _upsert_params(connection, actor, puts: list[PutRequest], paths: list[str], 
             _prep("expires_at", expires_at, connection) if expires_at is not None else None,
             stamp,
             stamp,
+            _random_version(),
         ]
-        if not postgresql:
-            params.append(_random_version())
     return params
+
+
+def needs_transaction(puts: list[PutRequest], *, alias: str | None = None) -> bool:
+    """Whether applying `puts` takes more than one statement, so must run in a transaction: always
+    on SQLite; on PostgreSQL when a put brings vectors (inserted after the function's upsert)."""
+    connection = connections[alias or router.db_for_write(StoreItem)]
+    return connection.vendor != "postgresql" or any(put.vectors for put in puts)
 
 
 def put_apply(*, actor, put: PutRequest, now=None) -> StoreItem:
@@ -244,7 +246,8 @@ def put_apply(*, actor, put: PutRequest, now=None) -> StoreItem:
 
 
 def puts_apply(*, actor, puts: list[PutRequest], now=None, items: bool = True) -> list[StoreItem | Forbidden | None]:
-    """Upsert checked puts of distinct keys and replace their vectors, in three statements; run inside a transaction.
+    """Upsert checked puts of distinct keys and replace their vectors; inside a transaction where
+    `needs_transaction` says so.
 
     An existing item may be overwritten by its owner only (anyone else, admins
     included: its place holds a 403 from memoryadmin.policy naming the owner, and
@@ -261,8 +264,9 @@ def puts_apply(*, actor, puts: list[PutRequest], now=None, items: bool = True) -
     paths = [namespace_to_path(put.namespace) for put in puts]
     order = sorted(range(len(puts)), key=lambda i: (paths[i], puts[i].key))
     params = _upsert_params(connection, actor, puts, paths, order, now)
+    postgresql = connection.vendor == "postgresql"
     with prepared_cursor(connection) as cursor:
-        cursor.execute(_upsert_sql(connection, len(puts), created=items), params)
+        cursor.execute(_PG_PUT_SQL if postgresql else _sqlite_upsert_sql(len(puts)), params)
         written = {(row[1], row[2]): row for row in cursor.fetchall()}
     outcomes: list[StoreItem | Forbidden | None] = []
     replaced, vectors = [], []
@@ -312,7 +316,8 @@ def puts_apply(*, actor, puts: list[PutRequest], now=None, items: bool = True) -
                 vectors_version=version,
             )
         )
-    if replaced:
+    if replaced and not postgresql:
+        # PostgreSQL's function has deleted them.
         StoreVector.objects.using(alias).filter(item_id__in=replaced).delete()
     if vectors:
         StoreVector.objects.using(alias).bulk_create(vectors)

@@ -12,6 +12,7 @@ dashboard alike; admins clear subtrees; every delete is in the audit log.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from django.db import transaction
@@ -25,7 +26,7 @@ from memoryadmin.errors import NotFound
 from .models import StoreItem, item_target
 from .namespaces import Namespace, key_validate, namespace_to_path, namespace_validate
 # The TTL rule lives with the put; TTL_MAX_MINUTES and ttl_validate stay importable from here.
-from .puts import TTL_MAX_MINUTES, put_apply, put_validate, puts_embed, ttl_validate  # noqa: F401
+from .puts import TTL_MAX_MINUTES, needs_transaction, put_apply, put_validate, puts_embed, ttl_validate  # noqa: F401
 from .vectors import index_paths_validate
 
 SWEEP_BATCH = 5000
@@ -73,7 +74,8 @@ def store_item_put(
     put = put_validate(actor=actor, namespace=namespace, key=key, value=value, ttl=ttl, index=index, vectors=vectors, dims=dims)
     # Embedding runs before the transaction: no lock is held while a model thinks.
     puts_embed([put])
-    with transaction.atomic():
+    # One statement on PostgreSQL unless the put brings vectors (store_app.puts): no BEGIN and COMMIT around it.
+    with transaction.atomic() if needs_transaction([put]) else nullcontext():
         return put_apply(actor=actor, put=put, now=now)
 
 

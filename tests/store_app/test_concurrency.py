@@ -95,3 +95,75 @@ def test_eight_writers_putting_and_deleting_one_key_never_fail_and_the_last_wins
         # The vectors are the surviving put's own: one, of the writer whose value won.
         [vector] = StoreVector.objects.filter(item=items[0])
         assert vector.vector[0] == items[0].value["n"]
+
+
+def _waiting_on_a_lock(timeout: float = 10.0) -> bool:
+    """Whether another backend of this database waits for a row lock (polled from this connection)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+            )
+            if cursor.fetchone()[0]:
+                return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.parametrize("second_brings_vectors", [False, True])
+def test_a_put_waiting_on_another_put_replaces_the_vectors_that_put_committed(alice, second_brings_vectors):
+    """A put that waited on another put's row lock replaces what that put committed, its vectors included.
+
+    The first put (vectors [1, 0]) holds its transaction open after the upsert and its vectors;
+    the second put of the key, without vectors (one statement on PostgreSQL, no transaction of
+    its own) or with [0, 1], waits for that lock. Once the first commits, the item is the
+    second's: its value, and its own vectors or none, never the first put's.
+    """
+    from django.db import transaction
+
+    from store_app.models import StoreVector
+
+    services.store_item_put(actor=alice, namespace=["race"], key="k", value={"by": "start"}, vectors={"text": [5.0, 5.0]}, dims=2)
+    holding, release = threading.Event(), threading.Event()
+    errors: list[str] = []
+
+    def first():
+        try:
+            with transaction.atomic():
+                services.store_item_put(actor=alice, namespace=["race"], key="k", value={"by": "first"}, vectors={"text": [1.0, 0.0]}, dims=2)
+                holding.set()
+                release.wait(timeout=30)
+        except Exception as exc:  # noqa: BLE001 - any error is what the test looks for
+            errors.append(repr(exc))
+        finally:
+            holding.set()
+            connection.close()
+
+    def second():
+        try:
+            extra = {"vectors": {"text": [0.0, 1.0]}, "dims": 2} if second_brings_vectors else {}
+            services.store_item_put(actor=alice, namespace=["race"], key="k", value={"by": "second"}, **extra)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(repr(exc))
+        finally:
+            connection.close()
+
+    one, two = threading.Thread(target=first), threading.Thread(target=second)
+    one.start()
+    assert holding.wait(timeout=30)
+    two.start()
+    try:
+        assert _waiting_on_a_lock(), "the second put did not wait for the first one's row lock"
+    finally:
+        release.set()
+        one.join(timeout=30)
+        two.join(timeout=30)
+    assert errors == []
+    item = StoreItem.objects.get()
+    assert item.value == {"by": "second"}
+    vectors = [list(v.vector) for v in StoreVector.objects.filter(item=item)]
+    assert vectors == ([[0.0, 1.0]] if second_brings_vectors else [])

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from memoryadmin.errors import Forbidden
 from store_app import fastpath, selectors, services
 from store_app.models import StoreItem
 
@@ -52,3 +53,27 @@ def test_a_get_is_one_query_whatever_the_namespace_holds(alice, django_assert_nu
     with django_assert_num_queries(1):
         found = selectors.store_items_get_many(keys=[(("q",), f"k{n}") for n in range(20)] + [(("q",), "none")])
     assert sorted(item.value["n"] for item in found.values()) == list(range(20))
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not IS_POSTGRES, reason="the put's function is PostgreSQL's")
+def test_a_put_without_vectors_is_one_statement_and_with_them_one_transaction(alice, bob, django_assert_num_queries):
+    """A put is one call of `store_items_put` (no SAVEPOINT or transaction around it), new or
+    replacing an item that has vectors, and answers the item as the ORM reads it back; with
+    vectors, the insert of them follows in one transaction. A refused put writes nothing."""
+    services.store_item_put(actor=alice, namespace=["one"], key="v", value={"n": 0}, vectors={"text": [1.0, 2.0]}, dims=2)
+    with django_assert_num_queries(1):
+        new = services.store_item_put(actor=alice, namespace=["one"], key="k", value={"n": 1, "d": 1.0}, ttl=5)
+    with django_assert_num_queries(1):
+        replaced = services.store_item_put(actor=alice, namespace=["one"], key="v", value={"n": 2})
+    assert replaced.vectors.count() == 0
+    for item in (new, replaced):
+        stored = StoreItem.objects.get(pk=item.pk)
+        assert _row(item) == _row(stored)
+    # SAVEPOINT, the function, the vectors' INSERT, RELEASE.
+    with django_assert_num_queries(4):
+        services.store_item_put(actor=alice, namespace=["one"], key="v", value={"n": 3}, vectors={"text": [3.0, 4.0]}, dims=2)
+    assert [list(v.vector) for v in StoreItem.objects.get(namespace_path="one", key="v").vectors.all()] == [[3.0, 4.0]]
+    with pytest.raises(Forbidden):
+        services.store_item_put(actor=bob, namespace=["one"], key="k", value={"n": 9})
+    assert StoreItem.objects.get(namespace_path="one", key="k").value == {"n": 1, "d": 1.0}
