@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from memoryadmin_client.langgraph import saver as saver_module
 from memoryadmin_client.langgraph.codec import contents_of
-from memoryadmin_client.langgraph.saver import MemoryAdminSaver, _Latest, _Sent
+from memoryadmin_client.langgraph.saver import MemoryAdminSaver
+from memoryadmin_client.langgraph.steps import ThreadMemory, _Latest, _Sent
 
 
 def saver() -> MemoryAdminSaver:
@@ -27,7 +27,7 @@ def config(thread_id: str) -> dict:
 
 def test_the_read_of_a_held_latest_checkpoint_carries_its_tag_and_a_304_gives_it_back():
     s, messages = saver(), [HumanMessage("hi", id="h-1"), AIMessage("hello", id="a-1")]
-    s._keep_latest(latest("t", 100, messages))
+    s._memory.keep_latest(latest("t", 100, messages))
     call, held = s._tuple_request(config("t"))
     assert call.headers == {"If-None-Match": '"s1"'} and held is not None
     found = s._tuple_held(held)
@@ -43,26 +43,41 @@ def test_the_read_of_a_held_latest_checkpoint_carries_its_tag_and_a_304_gives_it
 
 def test_a_message_edited_in_place_makes_the_read_unconditional():
     s, messages = saver(), [HumanMessage("hi", id="h-1")]
-    s._keep_latest(latest("t", 100, messages))
+    s._memory.keep_latest(latest("t", 100, messages))
     messages[0].content = "edited"
     call, held = s._tuple_request(config("t"))
     assert call.headers is None and held is None
 
 
-def test_what_is_kept_is_bounded_in_bytes_and_threads(monkeypatch):
-    monkeypatch.setattr(saver_module, "LATEST_BYTES", 1000)
-    s = saver()
+def test_what_is_kept_is_bounded_in_bytes_and_threads():
+    memory = ThreadMemory(latest_bytes=1000)
     for i in range(4):
-        s._keep_latest(latest(f"t{i}", 240))
-    assert list(s._latest) == ["t0", "t1", "t2", "t3"] and s._latest_bytes == 960
-    s._keep_latest(latest("t4", 240))  # over the budget: the oldest goes
-    assert list(s._latest) == ["t1", "t2", "t3", "t4"] and s._latest_bytes == 960
-    s._keep_latest(latest("big", 251))  # over a quarter of the budget: not kept
-    assert "big" not in s._latest
-    s._keep_latest(latest("t2", 100))  # a thread's newer checkpoint replaces its older one
-    assert list(s._latest)[-1] == "t2" and s._latest_bytes == 820
-    s._forget("t1")
-    assert "t1" not in s._latest and s._latest_bytes == 580
-    monkeypatch.setattr(saver_module, "REMEMBERED_THREADS", 2)
-    s._keep_latest(latest("t5", 10))
-    assert list(s._latest) == ["t2", "t5"] and s._latest_bytes == 110
+        memory.keep_latest(latest(f"t{i}", 240))
+    assert memory.latest_threads() == ["t0", "t1", "t2", "t3"] and memory.latest_size() == 960
+    memory.keep_latest(latest("t4", 240))  # over the budget: the oldest goes
+    assert memory.latest_threads() == ["t1", "t2", "t3", "t4"] and memory.latest_size() == 960
+    memory.keep_latest(latest("big", 251))  # over a quarter of the budget: not kept
+    assert memory.latest("big") is None
+    memory.keep_latest(latest("t2", 100))  # a thread's newer checkpoint replaces its older one
+    assert memory.latest_threads()[-1] == "t2" and memory.latest_size() == 820
+    memory.forget("t1")
+    assert memory.latest("t1") is None and memory.latest_size() == 580
+    memory.forget_latest("t3")
+    assert memory.latest_threads() == ["t4", "t2"] and memory.latest_size() == 340
+    memory.threads = 2
+    memory.keep_latest(latest("t5", 10))
+    assert memory.latest_threads() == ["t2", "t5"] and memory.latest_size() == 110
+
+
+def test_the_messages_held_are_bounded_in_threads_and_forgotten_with_the_thread():
+    memory = ThreadMemory(threads=2)
+    sent = [_Sent(f"c-{i}", "messages", [HumanMessage(f"m{i}")], [f"m{i}"], f"h{i}") for i in range(3)]
+    for i, one in enumerate(sent):
+        memory.keep_sent(f"t{i}", one)
+    assert memory.sent("t0") is None and memory.sent("t2") is sent[2]  # the least recently stored went
+    memory.keep_putting("t2", sent[0])
+    assert memory.held("t2") == [sent[2], sent[0]]
+    memory.keep_putting("t1", _Sent("c-9", "messages", [], [], ""))
+    assert memory.held("t1") == [sent[1]]  # a checkpoint without messages holds none to refer to
+    memory.forget("t2")
+    assert memory.sent("t2") is None and memory.held("t2") == [sent[0]]  # the put on its way stays

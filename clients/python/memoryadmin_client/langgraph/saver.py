@@ -54,8 +54,6 @@ from __future__ import annotations
 
 import json
 import random
-import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -85,15 +83,10 @@ from ..http import RETRIES, Call, HTTPClient, RetryPolicy, json_of
 from ..ids import path_segment, thread_id_checked
 from ..turns import Turn, take_turn
 from .codec import BLOB_KEY, MessageRefs, ValueCodec, contents_of
-from .steps import _kept, _Latest, _Plan, _Sent
+from .steps import ThreadMemory, _kept, _Latest, _Plan, _Sent
 
 PAGE_SIZE = 100
 BATCH = 1000
-# Threads whose last put the saver remembers, to send the next step as a delta.
-REMEMBERED_THREADS = 1024
-# The latest checkpoints kept for a conditional read (`_Latest`): at most this many bytes of their
-# channels and metadata on the wire in all, none over a quarter of it (the oldest go first).
-LATEST_BYTES = 64 * 1024 * 1024
 # A body up to this size stands for its checkpoint's size; a larger one's is measured.
 _SMALL_BODY = 64 * 1024
 
@@ -165,14 +158,8 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         self.page_size = page_size
         self.retries = retries
         self.codec = ValueCodec(self.serde)
-        self._sent: OrderedDict[str, _Sent] = OrderedDict()
-        # The checkpoint each thread's latest put is sending: its tasks' writes, which LangGraph
-        # sends while that put may still be on its way, refer to its messages too.
-        self._putting: OrderedDict[str, _Sent] = OrderedDict()
-        # Each thread's latest checkpoint as put or read, with the server's state tag (`_Latest`).
-        self._latest: OrderedDict[str, _Latest] = OrderedDict()
-        self._latest_bytes = 0
-        self._sent_lock = threading.Lock()
+        # Per thread: the messages the server holds, those being put, the latest checkpoint (`steps`).
+        self._memory = ThreadMemory()
 
     # connection handling
 
@@ -206,8 +193,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         if checkpoint_id:
             path = f"/threads/{thread}/checkpoints/{_q(checkpoint_id)}"
             return Call("GET", path, {"checkpoint_ns": ns}, tolerate=(404,)), None
-        with self._sent_lock:
-            held = self._latest.get(thread_id) if not ns else None
+        held = self._memory.latest(thread_id) if not ns else None
         if held is not None and not held.intact():
             held = None
         headers = {"If-None-Match": held.tag} if held is not None else None
@@ -265,7 +251,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         """Whether the step goes as a delta (see the module docstring), and which messages it encodes."""
         configurable = _configurable(config)
         thread_id, ns, parent = configurable["thread_id"], configurable.get("checkpoint_ns") or "", configurable.get("checkpoint_id")
-        sent = None if whole or ns else self._remembered(thread_id)
+        sent = None if whole or ns else self._memory.sent(thread_id)
         channel = sent.channel if sent is not None else "messages"
         messages = (checkpoint.get("channel_values") or {}).get(channel)
         kept, contents = _kept(sent, parent, messages)
@@ -306,7 +292,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             # What the server will hold: the messages verified kept (their contents known) and the new ones.
             putting = _Sent(checkpoint["id"], channel, messages[:], contents + contents_of(messages[len(contents):]), "")
             if messages:
-                self._store(thread_id, putting, into=self._putting)
+                self._memory.keep_putting(thread_id, putting)
         latest = None
         if not ns and not (refs is not None and refs.marked):  # a marker is the server's to resolve
             wire = body["checkpoint"]
@@ -322,72 +308,25 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         )
         return _Put(call, thread_id, putting, kept is not None, latest)
 
-    def _remembered(self, thread_id: str) -> _Sent | None:
-        with self._sent_lock:
-            return self._sent.get(thread_id)
-
     def _remember(self, put: _Put, response: Any) -> None:
         """After a put: the server's head of the thread's messages, for the next step's delta."""
         answer = json_of(response) if response is not None else {}
         held = answer.get("messages") if isinstance(answer, dict) else None
-        self._forget(put.thread_id)
+        self._memory.forget(put.thread_id)
         sent = put.sent
         if isinstance(held, dict) and isinstance(held.get("head"), str) and sent is not None:
             if held.get("count") == len(sent.messages):
                 channel = held.get("channel") or "messages"
-                self._store(put.thread_id, replace(sent, channel=channel, head=held["head"]))
+                self._memory.keep_sent(put.thread_id, replace(sent, channel=channel, head=held["head"]))
         tag = answer.get("state_tag") if isinstance(answer, dict) else None
         if isinstance(tag, str) and put.latest is not None:
-            self._keep_latest(replace(put.latest, tag=tag))
-
-    def _store(self, thread_id: str, sent: _Sent, into: OrderedDict[str, _Sent] | None = None) -> None:
-        memory = self._sent if into is None else into
-        with self._sent_lock:
-            memory.pop(thread_id, None)
-            memory[thread_id] = sent
-            while len(memory) > REMEMBERED_THREADS:
-                memory.popitem(last=False)
-
-    def _held(self, thread_id: str) -> list[_Sent]:
-        """The checkpoints of that thread whose messages the server holds: last put or read, being put."""
-        with self._sent_lock:
-            found = [memory.get(thread_id) for memory in (self._sent, self._putting)]
-        return [sent for sent in found if sent is not None and sent.messages]
-
-    def _forget(self, thread_id: str) -> None:
-        with self._sent_lock:
-            self._sent.pop(thread_id, None)
-            self._drop_latest(thread_id)
-
-    def _unlatest(self, config: RunnableConfig) -> None:
-        """A task's writes: the latest checkpoint as held is no longer the whole answer (the server
-        would not say unchanged, with writes stored; this saves asking)."""
-        with self._sent_lock:
-            self._drop_latest(config["configurable"]["thread_id"])
+            self._memory.keep_latest(replace(put.latest, tag=tag))
 
     def _wire_size(self, body: bytes, latest: _Latest) -> int:
         """What `latest` holds on the wire: its body's length when that is small, else measured."""
         if len(body) <= _SMALL_BODY:
             return len(body)
         return len(self.codec.encode({"rest": latest.rest, "metadata": latest.metadata}))
-
-    def _keep_latest(self, latest: _Latest) -> None:
-        """Keep a thread's latest checkpoint, within REMEMBERED_THREADS and LATEST_BYTES."""
-        with self._sent_lock:
-            self._drop_latest(latest.thread_id)
-            if latest.size > LATEST_BYTES // 4:
-                return
-            self._latest[latest.thread_id] = latest
-            self._latest_bytes += latest.size
-            while len(self._latest) > REMEMBERED_THREADS or self._latest_bytes > LATEST_BYTES:
-                _, oldest = self._latest.popitem(last=False)
-                self._latest_bytes -= oldest.size
-
-    def _drop_latest(self, thread_id: str) -> None:
-        """(Under `_sent_lock`.)"""
-        dropped = self._latest.pop(thread_id, None)
-        if dropped is not None:
-            self._latest_bytes -= dropped.size
 
     @staticmethod
     def _put_answer(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
@@ -408,7 +347,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             # The task's values refer to the messages of the checkpoint they start with the most of.
             candidates = [
                 MessageRefs(sent.channel, sent.messages, sent.contents, sent.checkpoint_id)
-                for sent in self._held(configurable["thread_id"])
+                for sent in self._memory.held(configurable["thread_id"])
             ]
             refs = max(candidates, key=lambda refs: refs.longest_in([value for _, value in writes]), default=None)
         items = []
@@ -468,7 +407,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             messages = found.checkpoint["channel_values"].get(held.get("channel"))
             if isinstance(messages, list) and held.get("count") == len(messages):
                 sent = _Sent(data["checkpoint_id"], held["channel"], messages[:], contents_of(messages), held["head"])
-                self._store(data["thread_id"], sent)
+                self._memory.keep_sent(data["thread_id"], sent)
         tag = data.get("state_tag")
         if isinstance(tag, str) and not data["checkpoint_ns"] and (sent is not None or not isinstance(held, dict)):
             wire = data["checkpoint"]
@@ -477,7 +416,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             latest = _Latest(
                 data["thread_id"], data["checkpoint_id"], tag, data.get("parent_checkpoint_id"), wire, data["metadata"], sent
             )
-            self._keep_latest(replace(latest, size=self._wire_size(response.content, latest)))
+            self._memory.keep_latest(replace(latest, size=self._wire_size(response.content, latest)))
         return found
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -528,19 +467,19 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
                 put = self._put_request(config, checkpoint, metadata, whole=True)
                 response = self.http.send(put.call)
         except BaseException:
-            self._forget(put.thread_id)
+            self._memory.forget(put.thread_id)
             raise
         self._remember(put, response)
         return self._put_answer(config, checkpoint)
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
         call = self._writes_request(config, writes, task_id, task_path)
-        self._unlatest(config)
+        self._memory.forget_latest(config["configurable"]["thread_id"])
         if self.http.send(call) is None and call.tolerate:  # 412: sent by reference to what the server lacks
             self.http.send(self._writes_request(config, writes, task_id, task_path, whole=True))
 
     def delete_thread(self, thread_id: str) -> None:
-        self._forget(thread_id)
+        self._memory.forget(thread_id)
         self.http.send(self._delete_thread_request(thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -615,7 +554,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
                 put = await self._aput_request(config, checkpoint, metadata, whole=True)
                 response = await self.http.asend(put.call)
         except BaseException:
-            self._forget(put.thread_id)
+            self._memory.forget(put.thread_id)
             raise
         self._remember(put, response)
         return self._put_answer(config, checkpoint)
@@ -625,12 +564,12 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
     ) -> None:
         async with Turn():
             call = self._writes_request(config, writes, task_id, task_path)
-        self._unlatest(config)
+        self._memory.forget_latest(config["configurable"]["thread_id"])
         if await self.http.asend(call) is None and call.tolerate:  # 412: sent by reference to what the server lacks
             await self.http.asend(self._writes_request(config, writes, task_id, task_path, whole=True))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        self._forget(thread_id)
+        self._memory.forget(thread_id)
         await self.http.asend(self._delete_thread_request(thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:

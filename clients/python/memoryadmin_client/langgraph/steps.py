@@ -5,15 +5,24 @@ holds (`_Sent`: the very list sent, each message's content, the chain head the s
 the next step of that thread goes as a delta when `_kept` finds them still at its start
 (docs/checkpoints.md, "Conversation"). A put's `_Plan` says how its step goes. The thread's
 latest checkpoint as put or read (`_Latest`) answers the next read of it while the server says,
-by a 304, that it is still the latest.
+by a 304, that it is still the latest. `ThreadMemory` keeps all three per thread, bounded, under
+one lock (LangGraph calls one saver from many threads and event loops).
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from .codec import contents_of
+
+# Threads whose last put the saver remembers, to send the next step as a delta.
+REMEMBERED_THREADS = 1024
+# The latest checkpoints kept for a conditional read (`_Latest`): at most this many bytes of their
+# channels and metadata on the wire in all, none over a quarter of it (the oldest go first).
+LATEST_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -85,3 +94,89 @@ def _kept(sent: _Sent | None, parent: str | None, messages: Any) -> tuple[int | 
     except Exception:  # an item whose comparison fails: the step goes whole
         return None, []
     return count, sent.contents
+
+
+class ThreadMemory:
+    """What the saver remembers of each thread, under one lock: the messages the server holds
+    after the last put or read (`sent`), those of the put on its way (`putting`: its tasks'
+    writes, which LangGraph sends while that put may still be travelling, refer to them too),
+    and the latest checkpoint with its state tag (`latest`). At most `threads` threads of each
+    (the least recently stored go first), and latest checkpoints of `latest_bytes` on the wire in
+    all, none over a quarter of it."""
+
+    def __init__(self, *, threads: int = REMEMBERED_THREADS, latest_bytes: int = LATEST_BYTES) -> None:
+        self.threads = threads
+        self.latest_bytes = latest_bytes
+        self._sent: OrderedDict[str, _Sent] = OrderedDict()
+        self._putting: OrderedDict[str, _Sent] = OrderedDict()
+        self._latest: OrderedDict[str, _Latest] = OrderedDict()
+        self._latest_size = 0
+        self._lock = threading.Lock()
+
+    def sent(self, thread_id: str) -> _Sent | None:
+        """What the server holds of the thread's messages after the saver's last put or read there."""
+        with self._lock:
+            return self._sent.get(thread_id)
+
+    def held(self, thread_id: str) -> list[_Sent]:
+        """The checkpoints of that thread whose messages the server holds: last put or read, being put."""
+        with self._lock:
+            found = [self._sent.get(thread_id), self._putting.get(thread_id)]
+        return [sent for sent in found if sent is not None and sent.messages]
+
+    def keep_sent(self, thread_id: str, sent: _Sent) -> None:
+        with self._lock:
+            self._bounded(self._sent, thread_id, sent)
+
+    def keep_putting(self, thread_id: str, sent: _Sent) -> None:
+        with self._lock:
+            self._bounded(self._putting, thread_id, sent)
+
+    def latest(self, thread_id: str) -> _Latest | None:
+        with self._lock:
+            return self._latest.get(thread_id)
+
+    def keep_latest(self, latest: _Latest) -> None:
+        """Keep a thread's latest checkpoint (in place of its older one), within the bounds."""
+        with self._lock:
+            self._drop_latest(latest.thread_id)
+            if latest.size > self.latest_bytes // 4:
+                return
+            self._latest[latest.thread_id] = latest
+            self._latest_size += latest.size
+            while len(self._latest) > self.threads or self._latest_size > self.latest_bytes:
+                _, oldest = self._latest.popitem(last=False)
+                self._latest_size -= oldest.size
+
+    def forget(self, thread_id: str) -> None:
+        """The thread's messages and latest checkpoint are no longer known (a failed put, a delete)."""
+        with self._lock:
+            self._sent.pop(thread_id, None)
+            self._drop_latest(thread_id)
+
+    def forget_latest(self, thread_id: str) -> None:
+        """A task's writes: the latest checkpoint as held is no longer the whole answer (the server
+        would not say unchanged, with writes stored; this saves asking)."""
+        with self._lock:
+            self._drop_latest(thread_id)
+
+    def latest_threads(self) -> list[str]:
+        """The threads whose latest checkpoint is kept, the oldest first."""
+        with self._lock:
+            return list(self._latest)
+
+    def latest_size(self) -> int:
+        """Bytes on the wire of the latest checkpoints kept."""
+        with self._lock:
+            return self._latest_size
+
+    def _bounded(self, memory: OrderedDict[str, _Sent], thread_id: str, sent: _Sent) -> None:
+        memory.pop(thread_id, None)
+        memory[thread_id] = sent
+        while len(memory) > self.threads:
+            memory.popitem(last=False)
+
+    def _drop_latest(self, thread_id: str) -> None:
+        dropped = self._latest.pop(thread_id, None)
+        if dropped is not None:
+            self._latest_size -= dropped.size
