@@ -21,7 +21,7 @@ class Checkpoint(ThreadScoped):
     an indexed lookup.
     """
 
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoints")
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoints", db_index=False)
     checkpoint_ns = models.CharField(max_length=512, blank=True, default="")
     checkpoint_id = models.CharField(max_length=128)
     # "" when the checkpoint has no parent.
@@ -55,7 +55,8 @@ class Checkpoint(ThreadScoped):
         indexes = [
             models.Index(fields=["thread", "checkpoint_ns", "-id"], name="checkpoint_thread_ns_idx"),
             models.Index(fields=["thread", "-id"], name="checkpoint_thread_idx"),
-            models.Index(fields=["run_id"], name="checkpoint_run_idx"),
+            # Only checkpoints with a run id are looked up by it (delete_for_runs takes none empty).
+            models.Index(fields=["run_id"], name="checkpoint_run_idx", condition=~models.Q(run_id="")),
         ]
 
     def __str__(self) -> str:
@@ -74,7 +75,7 @@ class CheckpointWrite(ThreadScoped):
     resume) take negative indexes so they never collide with ordinary writes.
     """
 
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoint_writes")
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoint_writes", db_index=False)
     checkpoint_ns = models.CharField(max_length=512, blank=True, default="")
     checkpoint_id = models.CharField(max_length=128)
     task_id = models.CharField(max_length=255)
@@ -110,7 +111,7 @@ class CheckpointValue(ThreadScoped):
     thread still holds (removal.py).
     """
 
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoint_values")
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoint_values", db_index=False)
     checkpoint_ns = models.CharField(max_length=512, blank=True, default="")
     channel = models.CharField(max_length=255)
     version = models.CharField(max_length=128)

@@ -33,7 +33,9 @@ class Thread(models.Model):
     """One agent session: its owner, agent, counters and extra_state (docs/architecture.md, "The conversation store")."""
 
     thread_id = models.CharField(max_length=64, unique=True)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="threads")
+    # No index of its own: thread_owner_updated_idx leads with it (every put updates a thread row,
+    # and each index of the row takes an entry then).
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="threads", db_index=False)
     agent_code = models.CharField(max_length=64, blank=True)
     title = models.CharField(max_length=TITLE_MAX, blank=True)
     extra_state = StoredJSONField(null=True, blank=True)
@@ -72,6 +74,9 @@ class ThreadScoped(models.Model):
 
     Every statement about such a row names its thread, so a table hash-partitioned
     (or distributed) by `thread_id` answers it from one partition (docs/scaling.md).
+    Their foreign key to the thread has no index of its own (`db_index=False`): each such
+    model's unique constraint or indexes lead with `thread_id` and serve its lookups, and
+    every insert would write the extra index too.
     """
 
     class Meta:
@@ -123,7 +128,7 @@ class Block(ThreadScoped):
         SYSTEM = "system"
         TOOL = "tool"
 
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="blocks")
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="blocks", db_index=False)
     agent_code = models.CharField(max_length=64, blank=True)
     seq = models.BigIntegerField()
     # Index of the message in the active context it belongs to (0-based).

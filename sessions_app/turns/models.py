@@ -31,7 +31,7 @@ class Turn(ThreadScoped):
         PENDING = "pending"
         FINISHED = "finished"
 
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="turns")
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="turns", db_index=False)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     # Order of the turns in the thread; a restarted turn keeps its number.
     seq = models.IntegerField()
@@ -62,7 +62,8 @@ class Turn(ThreadScoped):
 class TurnChunk(models.Model):
     """A streamed piece of a pending turn's answer; `index` orders them (0, 1, 2…)."""
 
-    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="chunks")
+    # No index of its own: turnchunk_turn_index_uniq leads with it.
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="chunks", db_index=False)
     index = models.IntegerField()
     text = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
