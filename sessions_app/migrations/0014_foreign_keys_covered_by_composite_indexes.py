@@ -6,7 +6,8 @@ never looks up the empty run id that LangGraph's own steps leave.
 
 Only the indexes are dropped (by the names Django gave them, the same on every database): letting
 Django alter the fields would rebuild the tables on SQLite and lose the block table's search
-triggers (migration 0004). On SQLite most of them are already gone, with earlier rebuilds."""
+triggers (migration 0004). On a SQLite database migrated from the start, earlier rebuilds of
+these tables have already dropped them and the statements find nothing."""
 
 import django.db.models.deletion
 from django.conf import settings
