@@ -865,7 +865,8 @@ def main() -> None:
 
         log("LangGraph steps …")
         steps = langgraph_steps.run(url=url, base_url=bench.base, api_key=keys[members[0].pk],
-                                    cfg=langgraph_steps.SMALL if args.small else langgraph_steps.FULL)
+                                    cfg=langgraph_steps.SMALL if args.small else langgraph_steps.FULL,
+                                    server_pid=server.pid)
         steps_machine = langgraph_steps.machine_line(url)
     finally:
         bench.close()

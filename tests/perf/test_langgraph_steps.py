@@ -77,8 +77,12 @@ def test_smallest_configuration_reports_every_measure(tmp_path):
     for samples in fig["cpu"].values():
         assert set(samples) == SAVERS and all(len(s) == rounds for s in samples.values())
 
-    assert set(fig["stalls"]) == {"ticker alone", "InMemorySaver", "AsyncPostgresSaver", "MemoryAdminSaver"}
-    assert fig["stalls"]["MemoryAdminSaver"]["puts"] > 0
+    runs = {"ticker alone", "InMemorySaver", "AsyncPostgresSaver", "MemoryAdminSaver"}
+    # Run again with the server's processes held off the loop's core where this machine lets the
+    # benchmark move them (Linux, two cores or more, allowed to): both servers' runs, or neither.
+    pinned = {"AsyncPostgresSaver, server off the loop's core", "MemoryAdminSaver, server off the loop's core"}
+    assert set(fig["stalls"]) in (runs, runs | pinned)
+    assert all(fig["stalls"][name]["puts"] > 0 for name in set(fig["stalls"]) - {"ticker alone"})
 
     assert set(fig["store"]) == {"put", "get"}
     for samples in fig["store"].values():
