@@ -555,12 +555,18 @@ def _server_threads(server_pid: int | None) -> list[int]:
 OFF_CORE = "server off the loop's core"
 
 
+def _own_threads() -> list[int]:
+    """The Linux thread ids of this process."""
+    return [int(tid) for tid in os.listdir("/proc/self/task")]
+
+
 @contextmanager
 def _server_on_other_cores(server_pid: int | None) -> Iterator[bool]:
-    """While open, this thread (and the threads it starts) runs on the first core, PostgreSQL and
-    the gunicorn at `server_pid` on the others; yields False, changing nothing, where that cannot be
-    done (not Linux, one core, not allowed). Every thread found is given back the cores it had, and
-    a process started meanwhile (a PostgreSQL backend) the cores the machine gave this one."""
+    """While open, this process's threads (and those they start) run on the first core, PostgreSQL
+    and the gunicorn at `server_pid` on the others; yields False, changing nothing, where that
+    cannot be done (not Linux, one core, not allowed). Every thread found is given back the cores
+    it had, and one started meanwhile (a PostgreSQL backend, an executor's thread here) the cores
+    the machine gave this process."""
     if not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2 or not server_pid:
         yield False
         return
@@ -577,11 +583,15 @@ def _server_on_other_cores(server_pid: int | None) -> Iterator[bool]:
         if not before:
             yield False
             return
-        os.sched_setaffinity(0, client)
+        for tid in _own_threads():
+            try:
+                before[tid] = os.sched_getaffinity(tid)
+                os.sched_setaffinity(tid, client)
+            except OSError:
+                continue
         yield True
     finally:
-        os.sched_setaffinity(0, set(mine))
-        for tid in _server_threads(server_pid):
+        for tid in [*_own_threads(), *_server_threads(server_pid)] if before else []:
             try:
                 os.sched_setaffinity(tid, before.get(tid, set(mine)))
             except OSError:
