@@ -446,6 +446,10 @@ def load_range(
             loaded.add_count("checkpoints", cid - loaded.checkpoint_id)
             loaded.checkpoint_id = cid
             conn.commit()
+        # Each thread's status on its row, as the checkpoints' writes keep it (COPY leaves the default).
+        from sessions_app.checkpoints.status import status_refresh
+
+        status_refresh(thread_pk(index) for index in range(first, last))
         loaded.add_time("checkpoints", time.perf_counter() - started)
         log(f"  checkpoints: {cid:,} in total (and as many in PostgresSaver), {time.perf_counter() - started:.1f}s")
         loaded.threads = last

@@ -55,10 +55,10 @@ from sessions_app.threads.messages import ContextHasher, chain_continue
 from sessions_app.threads.remembered import Remembered
 from sessions_app.threads.models import Block, Thread
 
-from . import conversation, latest, references, versions
+from . import conversation, latest, references, status, versions
 from .langgraph import is_langgraph_checkpoint, next_nodes
 from .models import Checkpoint, CheckpointValue, CheckpointWrite
-from .wire import INTERRUPT
+from .wire import ERROR, INTERRUPT
 
 NODE_ID_MAX = 255
 
@@ -79,7 +79,15 @@ _HEAD_JOIN = """LEFT JOIN LATERAL (
 
 # The thread row's update without a delta (a delta's is the append's MOVED_SQL), on which every other write hangs.
 _MOVED_PLAIN = """
-    UPDATE {thread} SET updated_at = %s WHERE id = %s AND owner_id = %s RETURNING id"""
+    UPDATE {thread} SET updated_at = %s{status} WHERE id = %s AND owner_id = %s RETURNING id"""
+# A root checkpoint's put stores the thread's status in that update (status.py): the new
+# checkpoint is the latest, and the writes its tasks may have sent before it count.
+_STATUS = """, lg_status = CASE
+        WHEN EXISTS (SELECT 1 FROM {write} w WHERE w.thread_id = {thread}.id AND w.checkpoint_ns = ''
+                        AND w.checkpoint_id = %s AND w.channel = %s) THEN %s
+        WHEN %s <> '' OR EXISTS (SELECT 1 FROM {write} w WHERE w.thread_id = {thread}.id AND w.checkpoint_ns = ''
+                        AND w.checkpoint_id = %s AND w.channel = %s) THEN %s
+        ELSE %s END"""
 _BLOCKS = """, blocks AS (
     INSERT INTO {block} (thread_id, agent_code, seq, position, role, content, message, block_type,
                          archived, chain_hash, created_at)
@@ -117,6 +125,7 @@ def _tables() -> dict[str, str]:
     return {
         "thread": Thread._meta.db_table, "block": Block._meta.db_table,
         "checkpoint": Checkpoint._meta.db_table, "value": CheckpointValue._meta.db_table,
+        "write": CheckpointWrite._meta.db_table,
     }
 
 
@@ -290,17 +299,22 @@ def _plan(*, data, body, values, delta, whole, given, channel, row: _Row, langgr
         checkpoint_ns=data.checkpoint_ns, body=body, keep=set(data.refs or ())
     )
 
+    status_sql, status_params = "", []
+    if not data.checkpoint_ns:
+        status_sql = _STATUS.format(**tables)
+        status_params = [checkpoint_id, ERROR, status.FAILED, next_node_id or "", checkpoint_id, INTERRUPT,
+                         status.INTERRUPTED, status.IDLE]
     if delta is not None:
-        sql = "WITH moved AS (" + thread_services.MOVED_SQL.format(thread=tables["thread"], extra_state="") + ")"
+        sql = "WITH moved AS (" + thread_services.MOVED_SQL.format(thread=tables["thread"], extra_state=status_sql) + ")"
         params = [
             # An empty delta leaves the thread's agent as it is, as the general path does. The
             # title is the first human message's while the thread has none (the statement's CASE).
             row.last_seq + len(appended), len(appended), after.agent_code, now, thread_services.title_from(appended),
-            row.pk, row.owner_id, row.last_seq, row.rewrite_count, row.active_count, row.updated_at,
+            *status_params, row.pk, row.owner_id, row.last_seq, row.rewrite_count, row.active_count, row.updated_at,
         ]
     else:
-        sql = "WITH moved AS (" + _MOVED_PLAIN.format(**tables) + ")"
-        params = [now, row.pk, row.owner_id]
+        sql = "WITH moved AS (" + _MOVED_PLAIN.format(status=status_sql, **tables) + ")"
+        params = [now, *status_params, row.pk, row.owner_id]
     if appended:
         sql += _BLOCKS.format(rows=", ".join([thread_services.APPEND_ROW] * len(appended)), **tables)
         params += [after.agent_code, now]

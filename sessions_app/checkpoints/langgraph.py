@@ -16,7 +16,7 @@ from memoryadmin.errors import InvalidInput, NotFound
 from ..threads.models import Thread
 from .models import Checkpoint
 from ..threads.selectors import thread_get_for_read
-from sessions_app.checkpoints.search import ThreadFilter, thread_search_queryset, threads_with_status
+from sessions_app.checkpoints.search import ThreadFilter, thread_search_queryset, threads_with_checkpoints
 from sessions_app.checkpoints.conversation import checkpoints_hydrate
 from sessions_app.checkpoints.selectors import attach_writes, checkpoint_get_in, checkpoint_list, writes_of
 from sessions_app.checkpoints.reducers import add_messages, is_message_channel
@@ -311,11 +311,11 @@ def thread_search(
 
 def thread_count(*, actor, filters: ThreadFilter) -> int:
     """LangGraph's `POST /threads/count`: how many visible threads `thread_search` would find (no limit)."""
-    return thread_search_queryset(actor=actor, filters=filters, with_status=False).count()
+    return thread_search_queryset(actor=actor, filters=filters).count()
 
 
 def threads_as_langgraph(threads: list[Thread]) -> list[dict[str, Any]]:
-    """Threads (annotated by `threads_with_status(checkpoints=True)`) in LangGraph's Thread shape, four more queries at most
+    """Threads (annotated by `threads_with_checkpoints`) in LangGraph's Thread shape, four more queries at most
     (the latest checkpoints, their writes, their values by version, the messages they and their
     writes hold by reference), whatever the number of threads."""
     latest_ids = [thread.latest_checkpoint for thread in threads if thread.latest_checkpoint]
@@ -369,7 +369,7 @@ def thread_langgraph(*, actor, thread_id: str) -> dict[str, Any]:
 
 def thread_langgraph_of(thread: Thread) -> dict[str, Any]:
     rows = threads_as_langgraph(
-        list(threads_with_status(Thread.objects.filter(pk=thread.pk).select_related("owner"), checkpoints=True))
+        list(threads_with_checkpoints(Thread.objects.filter(pk=thread.pk).select_related("owner")))
     )
     return rows[0]
 

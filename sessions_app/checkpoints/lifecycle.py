@@ -19,6 +19,7 @@ from sessions_app.checkpoints.references import writes_expand, writes_held
 from sessions_app.checkpoints.selectors import checkpoint_as_dict, checkpoints_of
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
 from sessions_app.checkpoints.removal import checkpoints_keep_newest, checkpoints_remove, thread_checkpoints_remove
+from sessions_app.checkpoints.status import status_touch
 from sessions_app.threads.models import Thread
 from sessions_app.threads.notify import stream_end_fields, thread_notify, threads_notify
 from sessions_app.threads.selectors import thread_get_for_read, thread_get_for_write, thread_id_validate, threads_get_for_write
@@ -249,6 +250,7 @@ def checkpoint_copy_thread(*, actor, source_thread_id: str, target_thread_id: An
         for write in sources
     ]
     CheckpointWrite.objects.bulk_create(writes, batch_size=1000)
+    status_touch(target.pk, touch=False)  # the source's status, as read from the copies (status.py)
     return target
 
 @transaction.atomic

@@ -37,7 +37,9 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from .models import Checkpoint, CheckpointValue, CheckpointWrite
+from .status import status_refresh
 from .versions import value_ref_valid
+from .wire import ERROR, INTERRUPT
 
 # Given the checkpoints, the pending writes and the values about to go, their size (retention reports bytes).
 Measure = Callable[[QuerySet[Checkpoint], QuerySet[CheckpointWrite], QuerySet[CheckpointValue]], int]
@@ -117,6 +119,7 @@ def checkpoints_remove(
     written, _ = writes.delete()
     removed, _ = checkpoints.delete()
     checkpoint_parents_repair(thread_ids)
+    status_refresh(thread_ids)
     dropped = values_delete(values)
     return Removed(checkpoints=removed, writes=written, values=dropped, bytes=size, threads=thread_ids)
 
@@ -184,7 +187,11 @@ def writes_remove(writes: QuerySet[CheckpointWrite], *, measure: Measure | None 
     """Remove these pending writes alone, their checkpoints staying (retention's purge: the writes
     referring to purged blocks, with their tasks', holding.py)."""
     size = measure(Checkpoint.objects.none(), writes, CheckpointValue.objects.none()) if measure is not None else 0
-    return Removed(writes=writes.delete()[0], bytes=size)
+    # Their threads, read before they go: an error or interrupt removed changes a status.
+    thread_ids = set(writes.filter(checkpoint_ns="", channel__in=(ERROR, INTERRUPT)).values_list("thread_id", flat=True))
+    removed = writes.delete()[0]
+    status_refresh(thread_ids)
+    return Removed(writes=removed, bytes=size)
 
 
 def values_delete(pks: list[int]) -> int:

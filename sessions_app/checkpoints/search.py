@@ -4,7 +4,7 @@ LangGraph's `POST /threads/search` and `POST /threads/count`, the API's `GET /th
 the dashboard's thread list and its bulk actions ("everything matching this filter")
 all select threads with `thread_search_queryset`, so a filter means the same thing on
 every surface. It lives with the checkpoints because a thread's status (idle,
-interrupted, error) is read from its latest checkpoint and its pending writes.
+interrupted, error) is read from its latest checkpoint and its pending writes (status.py keeps it on the thread row).
 
 Visibility is `memoryadmin.policy.restrict` (members see their own threads), and the
 owner filter is `policy.filter_by_owner` (ignored for members, so it never widens
@@ -20,7 +20,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db.models import Case, Count, Exists, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce, Lower
 from django.utils import timezone
 
@@ -31,8 +31,7 @@ from memoryadmin.jsoncheck import text_input_check
 
 from ..threads.models import Thread
 from .containment import json_contains, json_filter, sql_is_exact
-from .models import Checkpoint, CheckpointWrite
-from .wire import ERROR, INTERRUPT
+from .models import Checkpoint
 
 THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 # What a search may be sorted by, and the column each sorts on.
@@ -183,33 +182,12 @@ def metadata_pairs_parse(pairs: list[Any], name: str = "meta") -> dict[str, Any]
     return found
 
 
-def threads_with_status(qs: QuerySet[Thread], *, checkpoints: bool = False) -> QuerySet[Thread]:
-    """Threads annotated with their status (`lg_status`); with `checkpoints`, also with their latest
-    root checkpoint's id (`latest_checkpoint`) and their checkpoint count (`checkpoint_count`).
-
-    The status is LangGraph's: `error` when an error is pending against the latest
-    root checkpoint, `interrupted` when an interrupt is, or a node is still to run,
-    else `idle` (a thread with no checkpoint is idle; nothing here is ever `busy`).
-
-    The status is one subquery: the latest root checkpoint is found once per thread and its
-    pending writes are looked up by its own row (the writes' unique index), not by a copy of
-    that lookup for each test. The dashboard's list shows only the status; the count, whose
-    cost grows with the thread's checkpoints, is read only for the API's Thread shape.
-    """
+def threads_with_checkpoints(qs: QuerySet[Thread]) -> QuerySet[Thread]:
+    """Threads annotated with their latest root checkpoint's id (`latest_checkpoint`) and their
+    checkpoint count (`checkpoint_count`), for the API's Thread shape. Their status is the
+    row's own `lg_status` (status.py); the count, whose cost grows with the thread's
+    checkpoints, is read only here."""
     latest = Checkpoint.objects.filter(thread=OuterRef("pk"), checkpoint_ns="").order_by("-id")
-    pending = CheckpointWrite.objects.filter(
-        thread=OuterRef("thread"), checkpoint_ns="", checkpoint_id=OuterRef("checkpoint_id")
-    )
-    status = latest.annotate(
-        status=Case(
-            When(Exists(pending.filter(channel=ERROR)), then=Value("error")),
-            When(Q(Exists(pending.filter(channel=INTERRUPT))) | Q(next_node_id__gt=""), then=Value("interrupted")),
-            default=Value("idle"),
-        )
-    ).values("status")[:1]
-    qs = qs.annotate(lg_status=Coalesce(Subquery(status), Value("idle")))
-    if not checkpoints:
-        return qs
     count = (
         Checkpoint.objects.filter(thread=OuterRef("pk")).order_by().values("thread").annotate(n=Count("id")).values("n")
     )
@@ -242,13 +220,12 @@ def thread_search_queryset(
     filters: ThreadFilter,
     sort: str = "updated_at",
     order: str = "desc",
-    with_status: bool = True,
     checkpoints: bool = False,
 ) -> QuerySet[Thread]:
     """The visible threads `filters` keeps, sorted (ties broken by the newest row first, or last).
 
-    Annotated by `threads_with_status` (`lg_status`; with `checkpoints`, `latest_checkpoint`
-    and `checkpoint_count`) unless `with_status=False` and no status is asked for. Exact on both databases: PostgreSQL
+    With `checkpoints`, annotated by `threads_with_checkpoints`; the status is the row's own
+    `lg_status` (status.py), which an index serves for the statuses other than idle. Exact on both databases: PostgreSQL
     filters metadata by `@>`; SQLite narrows by its JSON paths and, when those cannot
     decide (booleans, arrays, odd keys), finishes with the same containment rule in
     Python in one more read, so counts and pages agree with PostgreSQL's.
@@ -258,8 +235,8 @@ def thread_search_queryset(
     if order not in ORDERS:
         raise qp.invalid("sort_order", "must be one of asc, desc.")
     qs = Thread.objects.visible_to(actor).select_related("owner")
-    if with_status or checkpoints or filters.status or sort == "status":
-        qs = threads_with_status(qs, checkpoints=checkpoints)
+    if checkpoints:
+        qs = threads_with_checkpoints(qs)
     if filters.ids is not None:
         qs = qs.filter(thread_id__in=filters.ids)
     if filters.q:

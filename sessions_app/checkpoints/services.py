@@ -39,6 +39,7 @@ from sessions_app.checkpoints.selectors import checkpoint_etag, checkpoint_id_va
 from sessions_app.checkpoints.wire import WRITES_IDX_MAP
 from sessions_app.checkpoints.models import Checkpoint, CheckpointWrite
 from sessions_app.checkpoints.removal import values_replaced
+from sessions_app.checkpoints.status import status_refresh_named, status_touch, writes_change_status
 from sessions_app.threads.models import Thread
 from sessions_app.threads.selectors import etag_matches, thread_id_validate
 
@@ -315,7 +316,10 @@ def _checkpoint_put_locked(*, actor, thread_id: str, data: CheckpointInput, chec
             setattr(existing, name, value)
         existing.save_in_thread([*fields, "updated_at"])
         values_replaced(thread.pk, data.checkpoint_ns, before, fields["values_ref"])
-    if not moved:  # the conversation's save, when it wrote, moved the thread's updated_at already
+    # The conversation's save, when it wrote, moved the thread's updated_at already.
+    if not data.checkpoint_ns:
+        status_touch(thread.pk, touch=not moved)  # a root checkpoint: the thread's status too (status.py)
+    elif not moved:
         _touch(thread)
     return PutResult(thread.thread_id, data.checkpoint_ns, checkpoint_id, created=existing is None, messages=answer)
 
@@ -451,7 +455,10 @@ def checkpoint_replace(
         setattr(existing, name, value)
     existing.save_in_thread([*fields, "updated_at"])
     values_replaced(thread.pk, data.checkpoint_ns, before, fields["values_ref"])
-    _touch(thread)
+    if data.checkpoint_ns:
+        _touch(thread)
+    else:
+        status_touch(thread.pk)
     return PutResult(thread.thread_id, data.checkpoint_ns, checkpoint_id, created=False, etag=checkpoint_etag(existing))
 
 
@@ -521,6 +528,8 @@ def checkpoint_put_writes(
         task_id=data.task_id, task_path=data.task_path, rows=rows, marked=marked,
     )
     if written is not None:
+        if writes_change_status(checkpoint_ns, [channel for channel, _ in data.writes]):
+            status_refresh_named(thread_id)  # an error or an interrupt: the thread's status (status.py)
         return written
     return _checkpoint_put_writes_locked(
         actor=actor, thread_id=thread_id, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id, data=data
@@ -567,6 +576,8 @@ def _checkpoint_put_writes_locked(*, actor, thread_id: str, checkpoint_ns: str, 
     CheckpointWrite.objects.bulk_create(new, batch_size=1000)
     if replaced:
         CheckpointWrite.objects.bulk_update(replaced, ["channel", "value", "task_path", "refers"])
+    if writes_change_status(checkpoint_ns, [channel for channel, _ in data.writes]):
+        status_touch(thread.pk, touch=False)
     return len(new) + len(replaced)
 
 

@@ -7,6 +7,7 @@ import re
 from django.conf import settings
 from django.apps import apps
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from memoryadmin import policy
@@ -52,6 +53,10 @@ class Thread(models.Model):
     # polls (SQLite) or missed the notification reads instead (sessions_app/threads/notify.py).
     streams_ended = models.CharField(max_length=32, blank=True, db_default="")
     streams_ended_at = models.DateTimeField(null=True, blank=True)
+    # LangGraph's status of the thread (idle, interrupted, error), read from its latest root
+    # checkpoint and that checkpoint's pending writes, and stored again by every write that
+    # can change it (sessions_app/checkpoints/status.py): lists filter and sort on the column.
+    lg_status = models.CharField(max_length=16, default="idle", db_default="idle")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -63,6 +68,10 @@ class Thread(models.Model):
             models.Index(fields=["owner", "-updated_at"], name="thread_owner_updated_idx"),
             models.Index(fields=["-updated_at", "-id"], name="thread_updated_idx"),
             models.Index(fields=["agent_code", "-updated_at"], name="thread_agent_updated_idx"),
+            # The threads a status filter looks for: most are idle, and their rows stay out of it.
+            models.Index(
+                fields=["lg_status", "-updated_at", "-id"], name="thread_status_updated_idx", condition=~Q(lg_status="idle")
+            ),
         ]
 
     def __str__(self) -> str:

@@ -76,13 +76,17 @@ def test_a_step_costs_two_round_trips_then_one_its_writes_one_and_the_latest_rea
     with django_assert_num_queries(2):
         answer = put(alice, f"f-{count}", "c1", 2, delta={"head": head, "append": [human(count)]}, parent="c0")
     with django_assert_num_queries(1):
-        assert write(alice, f"f-{count}", "c1", [("step", 3), ("__error__", "boom")]) == 2
+        assert write(alice, f"f-{count}", "c1", [("step", 3), ("other", 4)]) == 2
     # The next step: what the first left of the thread row is remembered, so no read.
     with django_assert_num_queries(1):
         answer = put(alice, f"f-{count}", "c2", 3, delta={"head": answer.messages["head"], "append": [human(count + 1)]},
                      parent="c1")
-    with django_assert_num_queries(1):
+    assert Thread.objects.get(thread_id=f"f-{count}").lg_status == "idle"  # no node left to run, no error
+    # An error written: the statement, then the thread's status in a transaction of its own
+    # (BEGIN, its row locked, the status read and stored, COMMIT: status.py).
+    with django_assert_num_queries(1 + 4):
         assert write(alice, f"f-{count}", "c2", [("step", 3), ("__error__", "boom")]) == 2
+    assert Thread.objects.get(thread_id=f"f-{count}").lg_status == "error"
     with django_assert_num_queries(2):
         found = latest.checkpoint_latest(actor=alice, thread_id=f"f-{count}")
     assert answer.messages["count"] == count + 2

@@ -51,7 +51,7 @@ class ThreadListView(APIView):
         params = request.query_params
         filters = search.thread_filter_of(params)
         # The cursor paginator orders by its own key (updated_at, id); the search's order is left to it.
-        threads = search.thread_search_queryset(actor=request.user, filters=filters, with_status=False).order_by()
+        threads = search.thread_search_queryset(actor=request.user, filters=filters).order_by()
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(threads, request, view=self)
         audit = {name: params.get(name, "") for name in (*search.FILTER_FIELDS, "limit", "cursor")}

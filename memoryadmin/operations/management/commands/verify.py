@@ -17,6 +17,8 @@ from django.db.models.functions import Cast
 from memoryadmin.json import stored_loads
 from memoryadmin.operations.verify_checkpoints import check_references, check_values
 
+from sessions_app.checkpoints.status import status_refresh, statuses_stale
+
 from sessions_app.models import Block, Checkpoint, CheckpointWrite, Thread
 from sessions_app.threads.messages import ContextHasher
 
@@ -29,6 +31,10 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the problems as JSON lines")
         parser.add_argument("--max-problems", type=int, default=1000, help="stop listing after this many")
         parser.add_argument("--batch", type=int, default=500, help="rows read at a time by the checkpoint checks")
+        parser.add_argument(
+            "--fix-status", action="store_true",
+            help="store again the status of the threads whose stored status is not the one their checkpoints give",
+        )
 
     def handle(self, *args, **options):
         self.problems: list[dict] = []
@@ -47,6 +53,7 @@ class Command(BaseCommand):
                 self._report("unreadable", f"thread:{thread.thread_id}", f"cannot be checked: {type(exc).__name__}: {exc}"[:500])
             checked += 1
         self._check_checkpoints(threads)
+        self._check_statuses(threads, fix=options["fix_status"])
         items = self._check_store_items() if not options["thread"] else 0
         for problem in self.problems[: self.max_problems]:
             self.stdout.write(json.dumps(problem) if options["json"] else f"{problem['kind']}: {problem['where']}: {problem['detail']}")
@@ -130,6 +137,18 @@ class Command(BaseCommand):
         one = threads.values_list("pk", flat=True).first() if self.thread_only else None
         check_values(threads, one, self._report, self.batch)
         check_references(threads, self._report, self.batch)
+
+    def _check_statuses(self, threads, *, fix: bool) -> None:
+        """The status stored on each thread row against the one read from its checkpoints
+        (sessions_app/checkpoints/status.py); with `fix`, stored again (and not reported)."""
+        stale = []
+        for pk, thread_id, stored, read in statuses_stale(threads).iterator(chunk_size=1000):
+            if fix:
+                stale.append(pk)
+                self.stdout.write(f"status stored again: thread:{thread_id}: {stored} -> {read}")
+            else:
+                self._report("stale_status", f"thread:{thread_id}", f"status {stored!r} stored, {read!r} read from its checkpoints")
+        status_refresh(stale)
 
     def _check_store_items(self) -> int:
         from memoryadmin.errors import InvalidInput
