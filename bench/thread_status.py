@@ -10,7 +10,10 @@ checkpoints each, made by SQL: the latest has a node still to run on one thread 
 dashboard's list all use), p50 / p95 (ms) and the query count of the first page (50 rows,
 newest first) and of the count, for each status and for none, and the plan of the
 filtered page. The stored status is filled from the checkpoints as migration 0015 fills it.
-The database is dropped at the end.
+Then what keeping it costs a put: p50 / p95 of `--puts` puts of new root checkpoints (every
+other one with a node to run) on three threads, through the service (the fast path's one
+statement). Run on a checkout from before the column, the same script gives the "before"
+figures. The database is dropped at the end.
 """
 
 from __future__ import annotations
@@ -81,10 +84,32 @@ def timed(fn, rounds: int) -> tuple[list[float], int, object]:
     return samples, len(queries), answer
 
 
+def measure_puts(actor, count: int) -> list[float]:
+    from sessions_app.checkpoints import services as svc
+
+    def body(step: int) -> dict:
+        return {"v": 4, "id": f"c{step}", "ts": "2026-12-01T00:00:00+00:00", "channel_values": {"step": step},
+                "channel_versions": {"step": str(step)}, "versions_seen": {"agent": {"step": str(step - 1)}},
+                "updated_channels": ["step"]}
+
+    samples = []
+    for thread in range(3):
+        for step in range(count):
+            data = svc.checkpoint_input(checkpoint=body(step), metadata={"source": "loop", "step": step},
+                                        parent_checkpoint_id=f"c{step - 1}" if step else None,
+                                        next_node_id="agent" if step % 2 else "")
+            started = time.perf_counter()
+            svc.checkpoint_put(actor=actor, thread_id=f"puts-{thread}", data=data, checkpoint_id=f"c{step}")
+            if step >= count // 10:  # the first tenth warms the process and the thread up
+                samples.append(time.perf_counter() - started)
+    return samples
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", default="100000,1000000", help="comma-separated numbers of threads")
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--puts", type=int, default=1500, help="puts per thread for the put's cost (0: none)")
     args = parser.parse_args()
     url = bench.fresh_database(DB_NAME)
     try:
@@ -111,6 +136,10 @@ def main() -> None:
             with connection.cursor() as cursor:
                 cursor.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + sql, params)
                 log("\n".join(row[0] for row in cursor.fetchall()))
+        if args.puts:
+            samples = measure_puts(admin, args.puts)
+            print(f"\ncheckpoint put (service, new root checkpoints): p50 {pct(samples, .5) * 1000:.3f} ms, "
+                  f"p95 {pct(samples, .95) * 1000:.3f} ms over {len(samples)} puts")
     finally:
         from django.db import connections
 
