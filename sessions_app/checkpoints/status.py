@@ -16,7 +16,10 @@ again on the thread row, so that a list filtered or sorted by status reads one c
 
 `status_refresh` locks the thread rows before it reads: on PostgreSQL its reading statement
 then sees every put and write committed before the lock was granted, and a put waiting for
-the lock sets the status itself when it goes on. `manage.py verify` finds a row whose stored
+the lock sets the status itself when it goes on. The column is written only here and in the
+put's statement, each holding the row's lock; a thread row saved whole (the conversation
+store's locked saves, a clear) is read under that lock too, so it writes back the status it
+read. `manage.py verify` finds a row whose stored
 status differs from the one read from its checkpoints (docs/operations.md).
 """
 
