@@ -18,7 +18,6 @@ from memoryadmin.json import stored_loads
 from memoryadmin.operations.verify_checkpoints import check_references, check_values
 
 from sessions_app.checkpoints.status import status_refresh, statuses_stale
-
 from sessions_app.models import Block, Checkpoint, CheckpointWrite, Thread
 from sessions_app.threads.messages import ContextHasher
 
