@@ -41,9 +41,9 @@ IDLE, INTERRUPTED, FAILED = "idle", "interrupted", "error"
 CHUNK = 500
 
 
-def status_expression(thread: str = "pk") -> Expression:
-    """The status of the thread whose primary key is the outer query's `thread` column."""
-    latest = Checkpoint.objects.filter(thread=OuterRef(thread), checkpoint_ns="").order_by("-id")
+def status_expression() -> Expression:
+    """The status of the thread the outer query's row is (a query on threads)."""
+    latest = Checkpoint.objects.filter(thread=OuterRef("pk"), checkpoint_ns="").order_by("-id")
     pending = CheckpointWrite.objects.filter(
         thread=OuterRef("thread"), checkpoint_ns="", checkpoint_id=OuterRef("checkpoint_id")
     )
