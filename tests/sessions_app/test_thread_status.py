@@ -20,7 +20,7 @@ from sessions_app.checkpoints.search import ThreadFilter, thread_search_queryset
 from sessions_app.checkpoints.status import statuses_stale
 from sessions_app.threads.models import Thread
 
-from ..conftest import IS_POSTGRES
+from ..conftest import IS_POSTGRES, login_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -178,3 +178,18 @@ def test_concurrent_puts_errors_and_interrupts_leave_the_status_that_is_read(ali
             future.result()
     assert list(statuses_stale(Thread.objects.all())) == []
     assert Thread.objects.get(thread_id="race").lg_status == "error"  # c30 has its error write
+
+
+def test_the_thread_page_shows_the_stored_status(alice, client):
+    login_client(client, alice)
+    put(alice, "paused", "c1", next_node="tools")
+    put(alice, "failed", "c1")
+    write(alice, "failed", "c1", "__error__", "boom")
+    put(alice, "done", "c1")
+    for thread_id, expected in (("paused", "interrupted"), ("failed", "error"), ("done", "idle")):
+        page = client.get(f"/threads/{thread_id}/").content.decode()
+        start = page.index("data-thread-status")
+        shown = page[start:page.index("</", start)]
+        assert shown.endswith(">" + expected)
+        # Not idle: a link to the timeline, where the latest checkpoint says what the thread waits on.
+        assert (f'href="/threads/{thread_id}/checkpoints/"' in shown) is (expected != "idle")
