@@ -170,3 +170,33 @@ def test_a_serializer_reading_json_its_own_way_is_asked_through_loads_typed():
     codec = ValueCodec(Own())
     assert codec._hook is None
     assert codec.load({"lc": 1, "type": "constructor", "id": ["x"], "kwargs": {}}) == ("own", "json")
+
+
+def test_a_message_with_no_exact_json_form_is_shown_and_carried_exactly():
+    """U+0000 (which PostgreSQL's JSONB cannot hold) or bytes in a message: the messages channel
+    still gets an envelope, which shows it, and the message itself beside it reads back."""
+    from langchain_core.messages import AIMessage
+
+    from memoryadmin_client.langgraph.codec import EXACT_KEY
+
+    messages = [
+        HumanMessage("plain", id="h1"),
+        AIMessage("a nul \x00 here", id="a1", additional_kwargs={"raw": b"\x00\xff", "k\x00": 1}),
+    ]
+    items = json.loads(codec.encode(codec.dump_items(messages)))
+    assert EXACT_KEY not in items[0] and items[0]["kwargs"]["content"] == "plain"
+    shown = items[1]
+    assert shown["lc"] == 1 and shown["id"][-1] == "AIMessage"
+    assert shown["kwargs"]["content"] == "a nul \ufffd here"
+    assert shown["kwargs"]["additional_kwargs"] == {"raw": repr(b"\x00\xff").replace("\x00", "\ufffd"), "k\ufffd": 1}
+    assert "\x00" not in json.dumps(shown)
+    assert [codec.load(item) for item in items] == messages
+
+
+def test_a_lone_surrogate_is_written_as_langgraph_s_own_serializer_writes_it():
+    """Not Unicode, so no encoder writes it as UTF-8: "?" in its place, as msgpack stores it."""
+    value = {"text": "broken \ud83d emoji", "list": ["ok", "x\udfff"]}
+    serde = JsonPlusSerializer()
+    assert json.loads(codec.encode(codec.dump(value))) == serde.loads_typed(serde.dumps_typed(value))
+    assert json.loads(codec.encode(codec.dump({"k\ud800": 1}))) == {"k?": 1}  # (msgpack refuses a key)
+    assert json.loads(codec.encode({"fine": "é ✓"})) == {"fine": "é ✓"}

@@ -33,15 +33,20 @@ from typing import Any
 
 from langchain_core.load import dumpd
 from langchain_core.load.serializable import Serializable
+from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import Checkpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from ..errors import MemoryAdminInvalid
 from ..http import dumps_strict
 from ..turns import take_turn
 
 BLOB_KEY = "$blob"
 MESSAGES_KEY = "$messages"
+# Beside a message's envelope: the message itself as a blob, when the envelope only shows it
+# (`ValueCodec.shown_envelope`).
+EXACT_KEY = "$exact"
 
 # LangGraph types sent in the `{"lc": 2}` constructor form, which JsonPlusSerializer
 # revives without an allowlist (they are in its list of safe types).
@@ -55,6 +60,38 @@ class _NotJson(Exception):
 def _reserved(value: dict[str, Any]) -> bool:
     """A plain dict shaped like an envelope would be read back as one: it must travel as a blob."""
     return BLOB_KEY in value or MESSAGES_KEY in value or value.get("lc") in (1, 2)
+
+
+def _without_surrogates(value: Any) -> Any:
+    """A body on the wire with each lone surrogate (a string that is not Unicode, so not storable
+    as text) written as "?", as LangGraph's own serializer writes it (msgpack's UTF-8)."""
+    kind = type(value)
+    if kind is str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "replace").decode("utf-8")
+        return value
+    if kind is list:
+        return [_without_surrogates(item) for item in value]
+    if kind is dict:
+        return {_without_surrogates(key): _without_surrogates(item) for key, item in value.items()}
+    return value
+
+
+def _shown(value: Any, depth: int = 0) -> Any:
+    """A value as JSON the server stores and shows: U+0000 (which PostgreSQL's JSONB cannot
+    hold) as U+FFFD, what has no JSON form as its repr."""
+    kind = type(value)
+    if kind is str:
+        return value.replace("\x00", "\ufffd")
+    if value is None or kind is bool or kind is int and _INT_MIN <= value < _INT_MAX or kind is float and math.isfinite(value):
+        return value
+    if depth < 32 and (kind is list or kind is tuple):
+        return [_shown(item, depth + 1) for item in value]
+    if depth < 32 and kind is dict:
+        return {_shown(str(key)): _shown(item, depth + 1) for key, item in value.items()}
+    return _shown(repr(value))
 
 
 def _has_nul(value: Any) -> bool:
@@ -408,6 +445,9 @@ class ValueCodec:
             if len(value) == 1 and isinstance(blob, dict):
                 return self.serde.loads_typed((blob["type"], base64.b64decode(blob["base64"])))
             if value.get("lc") in (1, 2) and value.get("type") == "constructor":
+                exact = value.get(EXACT_KEY)
+                if isinstance(exact, dict):
+                    return self.serde.loads_typed((exact["type"], base64.b64decode(exact["base64"])))
                 return self._revive_parsed(value)
             return {key: self.load(item) for key, item in value.items()}
         return value
@@ -422,8 +462,25 @@ class ValueCodec:
         for item in items[start:stop]:
             shape = shapes.get(type(item))  # a message (most items) straight to its shape
             envelope = shape.envelope(item) if shape is not None else None
-            out.append(envelope if envelope is not None else self.dump(item))
+            if envelope is None:
+                envelope = self.dump(item)
+                if BLOB_KEY in envelope and isinstance(item, BaseMessage):
+                    envelope = self.shown_envelope(item, envelope[BLOB_KEY])
+            out.append(envelope)
         return out
+
+    @staticmethod
+    def shown_envelope(message: BaseMessage, blob: dict[str, str]) -> dict[str, Any]:
+        """A message with no exact JSON form (a string holding U+0000, bytes in its fields) as an
+        envelope that shows it, its strings' U+0000 as U+FFFD and other values as their repr, the
+        message itself beside it as a blob (`$exact`), which is what reads back: so it is one of
+        the thread's conversation like any other message and reads back exactly."""
+        kind = type(message)
+        kwargs = {name: _shown(value) for name, value in message.__dict__.items() if value or name == "content"}
+        if not isinstance(kwargs.get("content"), str | list):
+            kwargs["content"] = _shown(repr(message.content))
+        ident = list(kind.lc_id()) if hasattr(kind, "lc_id") else ["langchain_core", "messages", kind.__name__]
+        return {"lc": 1, "type": "constructor", "id": ident, "kwargs": kwargs, EXACT_KEY: blob}
 
     async def adump_items(self, items: list[Any], start: int = 0) -> list[Any]:
         """`dump_items` on the event loop, `ITEMS_A_TURN` items in each of its turns (`turns`)."""
@@ -461,9 +518,19 @@ class ValueCodec:
 
     @staticmethod
     def encode(body: Any) -> bytes:
-        """A body made of what `dump` gives (strict JSON by construction) as JSON bytes, in one
-        pass and without reading it back (orjson where installed, `http.dumps_strict`)."""
-        return dumps_strict(body)
+        """A body made of what `dump` gives (strict JSON by construction) as JSON bytes (`written`)."""
+        return ValueCodec.written(body)[0]
+
+    @staticmethod
+    def written(body: Any) -> tuple[bytes, bool]:
+        """`encode`, and whether the bytes hold the body exactly: in one pass and without reading
+        it back (orjson where installed, `http.dumps_strict`). A string holding a lone surrogate,
+        which no encoder writes as UTF-8, fails that pass: the body is then written again with
+        "?" in its place, as LangGraph's own savers store it (not exactly, then)."""
+        try:
+            return dumps_strict(body), True
+        except MemoryAdminInvalid:
+            return dumps_strict(_without_surrogates(body)), False
 
     def load_checkpoint(self, body: dict[str, Any]) -> Checkpoint:
         checkpoint = {key: self.load(item) for key, item in body.items() if key != "channel_values"}
@@ -471,4 +538,4 @@ class ValueCodec:
         return checkpoint  # type: ignore[return-value]
 
 
-__all__ = ["BLOB_KEY", "LC2_TYPES", "MESSAGES_KEY", "MessageRefs", "ValueCodec", "contents_of"]
+__all__ = ["BLOB_KEY", "EXACT_KEY", "LC2_TYPES", "MESSAGES_KEY", "MessageRefs", "ValueCodec", "contents_of"]
