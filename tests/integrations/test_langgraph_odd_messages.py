@@ -15,9 +15,19 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph, add_messages
 
-from .test_langgraph_conversation import Recording, _api, alice_key, recording  # noqa: F401 (fixtures)
+from memoryadmin.apikeys import apikey_create
+
+from .test_langgraph_conversation import Recording, _api
+from .test_saver_graph import live_saver
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def recording(live_server, alice):
+    saver = live_saver(live_server.url, apikey_create(owner=alice).plaintext)
+    yield Recording(saver)
+    saver.close()
 
 
 class State(TypedDict, total=False):
