@@ -185,6 +185,7 @@ def test_a_message_with_no_exact_json_form_is_shown_and_carried_exactly():
     ]
     items = json.loads(codec.encode(codec.dump_items(messages)))
     assert EXACT_KEY not in items[0] and items[0]["kwargs"]["content"] == "plain"
+    assert is_blob(items[1][EXACT_KEY])
     shown = items[1]
     assert shown["lc"] == 1 and shown["id"][-1] == "AIMessage"
     assert shown["kwargs"]["content"] == "a nul \ufffd here"

@@ -446,8 +446,9 @@ class ValueCodec:
                 return self.serde.loads_typed((blob["type"], base64.b64decode(blob["base64"])))
             if value.get("lc") in (1, 2) and value.get("type") == "constructor":
                 exact = value.get(EXACT_KEY)
-                if isinstance(exact, dict):
-                    return self.serde.loads_typed((exact["type"], base64.b64decode(exact["base64"])))
+                if isinstance(exact, dict) and isinstance(exact.get(BLOB_KEY), dict):
+                    blob = exact[BLOB_KEY]
+                    return self.serde.loads_typed((blob["type"], base64.b64decode(blob["base64"])))
                 return self._revive_parsed(value)
             return {key: self.load(item) for key, item in value.items()}
         return value
@@ -465,12 +466,12 @@ class ValueCodec:
             if envelope is None:
                 envelope = self.dump(item)
                 if BLOB_KEY in envelope and isinstance(item, BaseMessage):
-                    envelope = self.shown_envelope(item, envelope[BLOB_KEY])
+                    envelope = self.shown_envelope(item, envelope)
             out.append(envelope)
         return out
 
     @staticmethod
-    def shown_envelope(message: BaseMessage, blob: dict[str, str]) -> dict[str, Any]:
+    def shown_envelope(message: BaseMessage, blob: dict[str, Any]) -> dict[str, Any]:
         """A message with no exact JSON form (a string holding U+0000, bytes in its fields) as an
         envelope that shows it, its strings' U+0000 as U+FFFD and other values as their repr, the
         message itself beside it as a blob (`$exact`), which is what reads back: so it is one of
