@@ -44,11 +44,12 @@ def replies(state: State) -> dict:
     }
 
 
-def build(saver):
-    graph = StateGraph(State)
-    graph.add_node("replies", replies)
-    graph.add_edge(START, "replies")
-    graph.add_edge("replies", END)
+def build(saver, state=State, node=replies):
+    """A one-node graph: `node` runs once per invoke."""
+    graph = StateGraph(state)
+    graph.add_node("node", node)
+    graph.add_edge(START, "node")
+    graph.add_edge("node", END)
     return graph.compile(checkpointer=saver)
 
 
@@ -101,14 +102,7 @@ def test_a_channel_that_stops_holding_only_messages_goes_whole(recording, alice)
             return {"messages": [AIMessage("first answer", id="a-1")]}
         return {"messages": [{"note": "not a message"}, ["a", "list"]]}
 
-    def build_listed(saver):
-        graph = StateGraph(Listed)
-        graph.add_node("step", step)
-        graph.add_edge(START, "step")
-        graph.add_edge("step", END)
-        return graph.compile(checkpointer=saver)
-
-    ours, theirs = build_listed(recording.saver), build_listed(InMemorySaver())
+    ours, theirs = build(recording.saver, Listed, step), build(InMemorySaver(), Listed, step)
     config = {"configurable": {"thread_id": "odd-2"}}
     for graph in (ours, theirs):
         graph.invoke({"messages": [HumanMessage("hi", id="h-1")]}, config, durability="sync")
