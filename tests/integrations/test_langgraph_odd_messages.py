@@ -11,6 +11,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from django.core.management import call_command
 from django.test import Client
+from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph, add_messages
@@ -100,13 +101,16 @@ def test_a_channel_that_stops_holding_only_messages_goes_whole(recording, alice)
     def step(state: Listed) -> dict:
         if len(state["messages"]) == 1:
             return {"messages": [AIMessage("first answer", id="a-1")]}
-        return {"messages": [{"note": "not a message"}, ["a", "list"]]}
+        if len(state["messages"]) == 3:
+            return {"messages": [Document(page_content="a LangChain object, not a message")]}
+        return {"messages": [{"note": "a dict"}, ["a", "list"]]}
 
     ours, theirs = build(recording.saver, Listed, step), build(InMemorySaver(), Listed, step)
     config = {"configurable": {"thread_id": "odd-2"}}
     for graph in (ours, theirs):
         graph.invoke({"messages": [HumanMessage("hi", id="h-1")]}, config, durability="sync")
         graph.invoke({"messages": [HumanMessage("more", id="h-2")]}, config, durability="sync")
+        graph.invoke({"messages": [HumanMessage("again", id="h-3")]}, config, durability="sync")
     assert ours.get_state(config).values == theirs.get_state(config).values
     assert history(ours, config) == history(theirs, config)
     recording.assert_every_checkpoint_reads_back("odd-2")

@@ -465,7 +465,7 @@ class ValueCodec:
             envelope = shape.envelope(item) if shape is not None else None
             if envelope is None:
                 envelope = self.dump(item)
-                if BLOB_KEY in envelope and isinstance(item, BaseMessage):
+                if isinstance(item, BaseMessage) and BLOB_KEY in envelope:  # a message's dump: an envelope or a blob
                     envelope = self.shown_envelope(item, envelope)
             out.append(envelope)
         return out

@@ -109,6 +109,14 @@ def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
 
 
+def _message_envelope(item: Any) -> bool:
+    """Whether a dumped item is a LangChain message's envelope, which the server keeps as a block."""
+    if type(item) is not dict or item.get("lc") != 1 or "kwargs" not in item:
+        return False
+    ident = item.get("id")
+    return type(ident) is list and bool(ident) and type(ident[-1]) is str and ident[-1].endswith(("Message", "MessageChunk"))
+
+
 def _without(values: dict[str, Any], channel: str) -> dict[str, Any]:
     return {name: value for name, value in values.items() if name != channel}
 
@@ -272,7 +280,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         )
         if items is None and plan.start is not None:
             items = self.codec.dump_items(messages, plan.start)
-        if kept is not None and not all(type(item) is dict and item.get("lc") == 1 for item in items):
+        if kept is not None and not all(map(_message_envelope, items)):
             # Something added that is not a message (a custom reducer's value): the server keeps
             # only messages as the conversation, so the step goes whole, the channel a plain value.
             kept, contents = None, []
