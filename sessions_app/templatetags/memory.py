@@ -62,6 +62,20 @@ def tool_calls(message: Any) -> list[dict[str, Any]]:
 
 
 @register.filter
+def unanswered_calls(window: Any) -> set[str]:
+    """The ids of the tool calls in a window of active blocks that no block after them answers,
+    when the window reaches the thread's newest block, so that none beyond it could: the page
+    says they have no result yet instead of linking to one (an agent paused before its tools)."""
+    if getattr(window, "newer", 0) is not None:
+        return set()
+    waiting: set[str] = set()
+    for block in sorted(window.blocks, key=lambda block: block.seq):
+        waiting.discard(tool_call_id(block.message))
+        waiting.update(call["id"] for call in tool_calls(block.message) if call["id"])
+    return waiting
+
+
+@register.filter
 def tool_call_id(message: Any) -> str:
     """The id of the call a tool result answers, "" for other messages."""
     value = _fields(message).get("tool_call_id")

@@ -75,6 +75,7 @@ def test_an_operator_finds_a_paused_agent_and_reads_its_conversation(page, live_
     expect(page.locator("[data-thread-status]")).to_have_text("interrupted")
     expect(page.locator(".block")).to_have_count(2)  # the question, the call to the tool
     expect(page.locator(".tool-call .tool-name")).to_contain_text("→ weather")
+    expect(page.locator(".tool-call [data-waiting]")).to_have_text("no result yet")  # paused before the tool ran
     expect(page.locator("#checkpoint-branches")).to_contain_text("checkpoints")
     shot(page, "thread-langgraph-paused")
 
@@ -87,6 +88,8 @@ def test_an_operator_finds_a_paused_agent_and_reads_its_conversation(page, live_
     page.goto(f"{live_server.url}/threads/lisbon-weather/")
     expect(page.locator("[data-thread-status]")).to_have_text("idle")
     expect(page.locator(".block")).to_have_count(4)
+    expect(page.locator(".tool-call a[data-link=result]")).to_have_text("result ↓")
+    expect(page.locator("[data-waiting]")).to_have_count(0)
     tool_result = page.locator(".block", has_text="Sunny in Lisbon")
     expect(tool_result).to_contain_text(HOSTILE)  # the tool's output is text on the page
     assert page.locator(".block img").count() == 0

@@ -88,6 +88,27 @@ def test_tool_calls_and_results_are_shown_distinctly(client, alice):
     assert "type-tool_result" in body and 'result of <a href="#call-call_1"' in body and "<code>call_1</code>" in body
     # The call links to its result and the result back to its call.
     assert 'id="call-call_1"' in body and 'href="#result-call_1"' in body and 'id="result-call_1"' in body
+    assert "data-waiting" not in body
+
+
+def test_a_tool_call_with_no_result_yet_says_so_where_none_could_follow(client, alice):
+    """An agent paused before its tools: its last call has no result on the page's newest block
+    and says so; in a window with newer blocks beyond it, the link stays (the result may be there)."""
+    calls = [{"id": f"call_{n}", "type": "function", "function": {"name": "lookup", "arguments": "{}"}} for n in (1, 2)]
+    save(alice, "t1", [
+        {"role": "user", "content": "look both up"},
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "call_1", "content": "found"},
+        *[{"role": "user", "content": f"filler {n}"} for n in range(210)],  # more than a window of 200
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_3", "name": "lookup", "args": {}}]},
+    ])
+    login_client(client, alice)
+    newest = client.get("/threads/t1/").content.decode()  # the newest 200 blocks
+    assert newest.count("data-waiting") == 1 and 'href="#result-call_3"' not in newest
+    oldest = client.get("/threads/t1/?order=oldest").content.decode()  # the oldest 200: newer ones beyond
+    assert "data-waiting" not in oldest and 'href="#result-call_1"' in oldest and 'href="#result-call_2"' in oldest
+    after = client.get("/threads/t1/?order=oldest&after=200").content.decode()  # the rest, to the newest
+    assert after.count("data-waiting") == 1 and 'href="#result-call_3"' not in after
 
 
 def test_agent_content_is_escaped_everywhere(client, alice, operator):
