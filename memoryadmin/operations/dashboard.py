@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 
-from django.db.models import Count, Sum, Value
+from django.db.models import Count, Q, Sum, Value
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
@@ -18,6 +18,7 @@ from memoryadmin import policy
 from memoryadmin.selectors import audit_recent
 
 from sessions_app.checkpoints.models import Checkpoint
+from sessions_app.checkpoints.status import FAILED, INTERRUPTED
 from sessions_app.threads.models import Block, Thread
 
 DAYS = 14
@@ -69,6 +70,8 @@ class Activity:
 @dataclass
 class Dashboard:
     threads: int
+    interrupted: int
+    failed: int
     active_blocks: int
     archived_blocks: int
     checkpoints: int
@@ -108,7 +111,8 @@ def _chart(days: list[date], saves: dict[date, int], rewrites: dict[date, int]) 
 
 
 def dashboard_for(*, actor, now: datetime | None = None) -> Dashboard:
-    """Counts, recent threads, 14 days of messages saved and rewrites, recent audit events (admins).
+    """Counts (threads interrupted or failed among them), recent threads, 14 days of messages saved
+    and rewrites, recent audit events (admins).
 
     Eight queries for members and operators, nine for admins, whatever the data size,
     and one statement more when the recent threads include other users' (their
@@ -122,6 +126,10 @@ def dashboard_for(*, actor, now: datetime | None = None) -> Dashboard:
         n=Count("id"),
         active=Coalesce(Sum("active_count"), Value(0)),
         archived=Coalesce(Sum("archived_count"), Value(0)),
+        # LangGraph threads stopped where a human or a node is awaited, or on an error (the
+        # status stored on the row, docs/checkpoints.md "Status"): in the same pass.
+        interrupted=Count("id", filter=Q(lg_status=INTERRUPTED)),
+        failed=Count("id", filter=Q(lg_status=FAILED)),
     )
     blocks = policy.restrict(Block.objects.all(), actor, owner_field="thread__owner")
     checkpoints = policy.restrict(Checkpoint.objects.all(), actor, owner_field="thread__owner")
@@ -140,6 +148,8 @@ def dashboard_for(*, actor, now: datetime | None = None) -> Dashboard:
     )
     return Dashboard(
         threads=totals["n"],
+        interrupted=totals["interrupted"],
+        failed=totals["failed"],
         active_blocks=totals["active"],
         archived_blocks=totals["archived"],
         checkpoints=checkpoints.count(),

@@ -30,6 +30,8 @@ def activity(alice, bob):
 
 def stats(body: str, name: str) -> str:
     start = body.index(f'data-stat="{name}">') + len(f'data-stat="{name}">')
+    if body.startswith("<a ", start):  # a figure that links to the threads it counts
+        start = body.index(">", start) + 1
     return body[start : body.index("<", start)]
 
 
@@ -51,6 +53,30 @@ def test_admins_see_recent_audit_events(client, activity, admin_user, alice):
     audit_record(actor=alice, action="thread.delete", target="thread:gone")
     body = login_client(client, admin_user).get("/").content.decode()
     assert "Recent audit events" in body and "thread:gone" in body
+
+
+def test_interrupted_and_failed_langgraph_threads_are_counted_and_linked(client, alice, bob, operator):
+    from sessions_app.checkpoints.services import checkpoint_input, checkpoint_put, checkpoint_put_writes, write_input
+
+    def stopped(user, thread_id, *, next_node="", error=False):
+        data = checkpoint_input(checkpoint={"id": "c1"}, next_node_id=next_node)
+        checkpoint_put(actor=user, thread_id=thread_id, data=data, checkpoint_id="c1")
+        if error:
+            checkpoint_put_writes(
+                actor=user, thread_id=thread_id, checkpoint_id="c1", checkpoint_ns="",
+                data=write_input(task_id="t", writes=[{"channel": "__error__", "value": "boom"}]),
+            )
+
+    stopped(alice, "waits-1", next_node="tools")
+    stopped(alice, "waits-2", next_node="review")
+    stopped(alice, "fails", error=True)
+    stopped(alice, "done")
+    stopped(bob, "bob-waits", next_node="tools")
+    body = login_client(client, alice).get("/").content.decode()
+    assert (stats(body, "interrupted"), stats(body, "failed"), stats(body, "threads")) == ("2", "1", "4")
+    assert 'href="/threads/?status=interrupted"' in body and 'href="/threads/?status=error"' in body
+    body = login_client(client, operator).get("/").content.decode()
+    assert (stats(body, "interrupted"), stats(body, "failed")) == ("3", "1")
 
 
 def test_saves_and_rewrites_are_counted_per_day(activity, alice, bob):
