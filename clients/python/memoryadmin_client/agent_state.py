@@ -8,7 +8,8 @@
 Rules kept here (the server's are docs/api.md, "Conversation state"):
 
 - A thread id is 1 to 64 characters of `A-Z a-z 0-9 _ . : @ $ -`, and not
-  `search`; `thread_id_validate` refuses anything else before a request is sent.
+  `search`, `.` or `..` (`ids.THREAD_ID_RE`); `thread_id_validate` refuses anything else
+  before a request is sent.
 - A save sends the whole context. When it extends what is stored the server
   writes only the new tail (or nothing, for a repeat), so a retried save is
   harmless; when it is shorter or differs, the stored blocks are archived, never
@@ -25,7 +26,6 @@ Rules kept here (the server's are docs/api.md, "Conversation state"):
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,9 +35,8 @@ import httpx
 
 from .errors import MemoryAdminPreconditionFailed
 from .http import Call, HTTPClient, encode_json
+from .ids import THREAD_ID_RE, THREAD_ID_RULE
 
-THREAD_ID_RE = re.compile(r"^(?!search$)[A-Za-z0-9_.:@$-]{1,64}$")
-THREAD_ID_RULE = 'a thread id is 1 to 64 characters of A-Z a-z 0-9 _ . : @ $ -, and not "search"'
 # How many times `append` reads and saves again after a 412 before it gives up.
 APPEND_ATTEMPTS = 10
 # `extra_state` left out of a save: the server keeps the stored one.
@@ -47,7 +46,7 @@ KEEP = object()
 def thread_id_validate(*, thread_id: Any) -> str:
     """The thread id, if the server would take it; a ValueError naming the rule otherwise."""
     if not isinstance(thread_id, str) or not THREAD_ID_RE.match(thread_id):
-        raise ValueError(f"{THREAD_ID_RULE}: {thread_id!r}")
+        raise ValueError(f"a thread id is {THREAD_ID_RULE}: {thread_id!r}")
     return thread_id
 
 

@@ -1,7 +1,8 @@
 """Thread ids as memoryadmin takes them, checked before any request, and ids in URL paths.
 
 memoryadmin keeps a thread under an id of 1 to 64 characters of `A-Z a-z 0-9 _ . : @ $ -`,
-other than `search` (the route of LangGraph's thread search); the server refuses any
+other than `search` (the route of LangGraph's thread search) and `.` or `..` (path steps to
+any HTTP client); the server refuses any
 other id with a 400 naming `thread_id`. LangGraph's own savers take any string, so a
 graph may be given an id memoryadmin cannot keep (`user/42`, `a b`, `ü`, `x\\n`, a 65th
 character): the client refuses it at once, with `MemoryAdminInvalid` naming
@@ -18,9 +19,9 @@ from urllib.parse import quote
 from .errors import MemoryAdminInvalid
 
 THREAD_ID_MAX = 64
-THREAD_ID_RULE = f'1 to {THREAD_ID_MAX} characters of A-Z a-z 0-9 _ . : @ $ -, and not "search"'
+THREAD_ID_RULE = f'1 to {THREAD_ID_MAX} characters of A-Z a-z 0-9 _ . : @ $ -, and not "search", "." or ".."'
 # The server's rule (sessions_app.threads.models.THREAD_ID_RE); \Z, not $, so no trailing newline slips by.
-# "." and ".." are refused too: browsers and HTTP clients resolve them as path steps.
+# "." and ".." are refused: browsers and HTTP clients resolve them as path steps.
 THREAD_ID_RE = re.compile(r"(?!(?:search|\.|\.\.)\Z)[A-Za-z0-9_.:@$-]{1,64}\Z")
 
 

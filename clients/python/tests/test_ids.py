@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from memoryadmin_client.agent_state import thread_id_validate
 from memoryadmin_client.errors import MemoryAdminInvalid
 from memoryadmin_client.ids import THREAD_ID_MAX, path_segment, thread_id_checked
 
@@ -15,6 +16,14 @@ def test_ids_memoryadmin_cannot_keep_are_refused_naming_thread_id(value):
         thread_id_checked(value)
     assert list(refused.value.errors) == ["thread_id"] and refused.value.status_code == 400
     assert str(refused.value).startswith("refused before any request")
+
+
+@pytest.mark.parametrize("value", ["user/42", "x\n", "search", ".", "..", "", "a" * (THREAD_ID_MAX + 1)])
+def test_the_adapters_conversation_state_refuses_the_same_ids(value):
+    """One rule for the LangGraph saver and the AgentScope and LangChain adapters, saying what it refuses."""
+    with pytest.raises(ValueError, match='not "search", "." or ".."'):
+        thread_id_validate(thread_id=value)
+    assert thread_id_validate(thread_id="..a") == "..a"
 
 
 @pytest.mark.parametrize("value, text", [("t-1", "t-1"), ("..a", "..a"), ("a" * THREAD_ID_MAX, "a" * THREAD_ID_MAX), (42, "42"), ("searching", "searching")])
