@@ -31,7 +31,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Max, QuerySet, TextField
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from memoryadmin import policy, queue
@@ -101,7 +101,9 @@ def _transcript(thread: Thread, counts: dict[str, int]) -> Iterator[bytes]:
         f"- created: {thread.created_at.isoformat()}\n- updated: {thread.updated_at.isoformat()}\n\n"
     ).encode()
     # The message's name and tool calls are read as text in SQL: decoding each message's
-    # JSON in Python would cost more than the rest of the line.
+    # JSON in Python would cost more than the rest of the line. A LangChain envelope (a
+    # LangGraph thread's messages) holds them in its kwargs.
+    kwargs = KeyTransform("kwargs", "message")
     rows = _blocks(thread).values_list(
         "seq",
         "role",
@@ -109,8 +111,11 @@ def _transcript(thread: Thread, counts: dict[str, int]) -> Iterator[bytes]:
         "archived",
         "archived_by",
         "block_type",
-        KeyTextTransform("name", "message"),
-        Cast(KeyTransform("tool_calls", "message"), output_field=TextField()),
+        Coalesce(KeyTextTransform("name", "message"), KeyTextTransform("name", kwargs)),
+        Coalesce(
+            Cast(KeyTransform("tool_calls", "message"), output_field=TextField()),
+            Cast(KeyTransform("tool_calls", kwargs), output_field=TextField()),
+        ),
         "created_at",
     )
     for seq, role, content, archived, archived_by, block_type, name, calls, created_at in rows.iterator(chunk_size=BLOCK_CHUNK):

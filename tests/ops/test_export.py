@@ -127,3 +127,21 @@ def test_a_members_bulk_export_holds_only_their_threads(client, alice, bob, thre
     assert {name.split("/")[0] for name in archive.namelist()} == {"t1", "index.json"}
     archive = unzip(client.post("/bulk/export", {"ids": ["t1", "b1"], "action": "export"}))
     assert "b1/manifest.json" not in archive.namelist()
+
+
+def test_a_langgraph_thread_s_transcript_shows_its_tool_calls_and_names(client, alice):
+    """Its blocks are LangChain envelopes: the name and tool calls sit in their kwargs."""
+    from sessions_app.checkpoints.conversation import block_messages
+
+    def envelope(kind, **kwargs):
+        return {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", kind], "kwargs": kwargs}
+
+    save(alice, "lg", block_messages([
+        envelope("HumanMessage", content="weather in Oslo?", type="human"),
+        envelope("AIMessage", content="", type="ai", name="planner",
+                 tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "call-1", "type": "tool_call"}]),
+        envelope("ToolMessage", content="rainy", type="tool", name="get_weather", tool_call_id="call-1"),
+    ]))
+    transcript = unzip(login_client(client, alice).get("/threads/lg/export")).read("transcript.md").decode()
+    assert "## #2 · assistant · planner ·" in transcript and '"name": "get_weather"' in transcript
+    assert '"city": "Oslo"' in transcript and "## #3 · tool · tool_result · get_weather ·" in transcript
