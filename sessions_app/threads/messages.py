@@ -54,13 +54,24 @@ def content_text(content: Any) -> str:
     return "\n".join(parts)
 
 
+def _own_fields(message: dict[str, Any]) -> dict[str, Any]:
+    """A message's own fields: as posted, or inside LangChain's serialised envelope
+    (`{"lc": 1, "type": "constructor", "kwargs": {...}}`), as a LangGraph thread's blocks hold them."""
+    kwargs = message.get("kwargs")
+    if message.get("lc") in (1, 2) and message.get("type") == "constructor" and isinstance(kwargs, dict):
+        return kwargs
+    return message
+
+
 def _block_type(role: str, message: dict[str, Any]) -> str:
     explicit = message.get("block_type")
     if isinstance(explicit, str) and explicit.strip():
         return explicit.strip()[:BLOCK_TYPE_MAX]
-    if message.get("name") in SUMMARY_NAMES:
+    fields = _own_fields(message)
+    name = fields.get("name")
+    if isinstance(name, str) and name in SUMMARY_NAMES:  # (a name of any other JSON type is kept as posted)
         return "summary"
-    if role == "assistant" and message.get("tool_calls"):
+    if role == "assistant" and fields.get("tool_calls"):
         return "tool_call"
     if role == "tool":
         return "tool_result"

@@ -86,6 +86,33 @@ def test_the_secret_is_never_stored(alice):
     assert secret not in row.secret_hash and secret not in row.prefix
 
 
+@pytest.mark.parametrize("name", [["a"], {"k": 1}, 3, None])
+def test_a_name_of_any_json_type_is_kept_as_posted(alice_api, alice, client, name):
+    """A message's `name` is the agent's own field: only a string names a summary, and nothing else breaks."""
+    context = [{"role": "user", "content": "hi", "name": name},
+               {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "AIMessage"],
+                "kwargs": {"content": "yo", "type": "ai", "name": name}, "role": "assistant", "content": "yo"}]
+    assert put_state(alice_api, context=context).status_code == 200
+    assert alice_api.get(STATE.format("t1")).json()["context"] == context
+    assert [m["block_type"] for m in alice_api.get("/api/v1/threads/t1/messages").json()["results"]] == ["message", "message"]
+    client.force_login(alice)
+    assert client.get("/threads/t1/").status_code == 200
+
+
+def test_an_envelope_s_fields_give_its_block_type(alice_api):
+    """A LangGraph thread's blocks are LangChain envelopes: the name and tool calls are in their kwargs."""
+    def envelope(kind, role, **kwargs):
+        return {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", kind], "kwargs": kwargs,
+                "role": role, "content": kwargs["content"]}
+
+    context = [
+        envelope("SystemMessage", "system", content="so far", type="system", name="__compaction_summary__"),
+        envelope("AIMessage", "assistant", content="", type="ai", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]),
+    ]
+    assert put_state(alice_api, context=context).status_code == 200
+    assert list(Block.objects.order_by("seq").values_list("block_type", flat=True)) == ["summary", "tool_call"]
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
