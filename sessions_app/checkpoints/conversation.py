@@ -84,8 +84,9 @@ def _role(name: str, kwargs: dict[str, Any]) -> str | None:
     base = base[: -len("Message")] if base.endswith("Message") else base
     base = base.lower()
     role = ROLE_ALIASES.get(base) or MESSAGE_TYPES.get(base)
-    if base == "chat" and kwargs.get("role") in ROLE_ALIASES:
-        role = ROLE_ALIASES[kwargs["role"]]
+    chat_role = kwargs.get("role")
+    if base == "chat" and isinstance(chat_role, str) and chat_role in ROLE_ALIASES:
+        role = ROLE_ALIASES[chat_role]
     return role
 
 

@@ -63,6 +63,18 @@ def test_a_whole_put_keeps_the_messages_as_blocks_and_answers_their_head(alice_a
     assert latest["messages"] == held
 
 
+@pytest.mark.parametrize("role", [["user"], {"k": 1}, 7, "robot"])
+def test_a_chat_message_s_role_of_any_kind_is_taken(alice_api, role):
+    """A ChatMessage names its own role: one the store knows gives the block's, anything else an assistant's."""
+    chat = {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "ChatMessage"],
+            "kwargs": {"content": "hello", "type": "chat", "role": role}}
+    answer = put(alice_api, "lg-chat", body("c1", [human(0), chat]))
+    assert answer.status_code == 201, answer.content
+    assert list(Block.objects.order_by("seq").values_list("role", flat=True)) == ["user", "assistant"]
+    latest = alice_api.get("/api/v1/threads/lg-chat/checkpoints/latest").json()
+    assert latest["checkpoint"]["channel_values"]["messages"] == [human(0), chat]
+
+
 def test_a_delta_appends_and_the_checkpoint_reads_back_whole(alice_api):
     head = put(alice_api, "lg-2", body("c1", conversation(2))).json()["messages"]["head"]
     answer = put(alice_api, "lg-2", body("c2", None, parent="c1", delta={"head": head, "append": conversation(4)[2:]}))
