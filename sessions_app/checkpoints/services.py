@@ -570,12 +570,14 @@ def _checkpoint_put_writes_locked(*, actor, thread_id: str, checkpoint_ns: str, 
                 )
             )
         elif idx < 0:
-            current.channel, current.value, current.task_path = channel, _json_field_value(value), data.task_path
-            current.refers = refers
-            replaced.append(current)
+            replaced.append((current.pk, channel, value, refers))
     CheckpointWrite.objects.bulk_create(new, batch_size=1000)
-    if replaced:
-        CheckpointWrite.objects.bulk_update(replaced, ["channel", "value", "task_path", "refers"])
+    # The special channels' writes (an error, an interrupt: a handful) replace what the task wrote
+    # there, one UPDATE each: a bulk update's CASE would write a JSON null as SQL NULL.
+    for pk, channel, value, refers in replaced:
+        CheckpointWrite.objects.filter(pk=pk).update(
+            channel=channel, value=_json_field_value(value), task_path=data.task_path, refers=refers
+        )
     if writes_change_status(checkpoint_ns, [channel for channel, _ in data.writes]):
         status_touch(thread.pk, touch=False)
     return len(new) + len(replaced)

@@ -158,6 +158,8 @@ def test_writes_are_idempotent_per_task_and_index_and_special_channels_are_upser
     write(alice, "a", [("__error__", "second failure")])
     rows = {(w.idx, w.channel): w.value for w in CheckpointWrite.objects.all()}
     assert rows == {(0, "ch"): 1, (1, "other"): 2, (-1, "__error__"): "second failure", (-3, "__interrupt__"): {"q": 1}}
+    write(alice, "a", [("__error__", None), ("__interrupt__", None)])  # replaced by a JSON null, kept as one
+    assert {(w.idx, w.value) for w in CheckpointWrite.objects.filter(idx__lt=0)} == {(-1, None), (-3, None)}
 
 
 def test_the_special_write_indexes_are_langgraphs():

@@ -1,0 +1,173 @@
+"""Every field of a realistic request given a value of each other JSON type, one at a time.
+
+An agent's messages are its own JSON: a LangGraph checkpoint holds LangChain envelopes whose
+fields (a tool call's id, a chat message's role, a name) the server reads for the
+conversation, the status and the pages. Whatever type a field turns out to be, the answer is
+a 2xx or a 4xx, never a 500, and what was stored reads back and renders.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from ..conftest import api_client_for, make_user
+
+pytestmark = pytest.mark.django_db
+
+SWAPS: list[Any] = [["x"], {"k": 1}, 7, 1.5, None, True, ""]
+
+
+@pytest.fixture(autouse=True)
+def no_throttle(settings):
+    """Thousands of requests a minute from one key: the rate limit is not what is tested here."""
+    rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "client": None}
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
+
+
+def envelope(kind: str, **kwargs: Any) -> dict[str, Any]:
+    return {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", kind], "kwargs": kwargs}
+
+
+MESSAGES = [
+    envelope("HumanMessage", content="weather in Oslo?", type="human", id="h-1", name="alice"),
+    envelope("AIMessage", content=[{"type": "text", "text": "looking"}], type="ai", id="a-1",
+             tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "call-1", "type": "tool_call"}]),
+    envelope("ToolMessage", content="rainy", type="tool", id="t-1", tool_call_id="call-1", name="get_weather"),
+    envelope("ChatMessage", content="noted", type="chat", role="assistant", id="c-1"),
+    envelope("SystemMessage", content="so far: rain", type="system", name="__compaction_summary__", id="s-1"),
+]
+
+SEND = {"lc": 2, "type": "constructor", "id": ["langgraph", "types", "Send"],
+        "kwargs": {"node": "tools", "arg": {"messages": MESSAGES[:2]}}}
+
+CHECKPOINT = {
+    "checkpoint_id": "1f1f0000-0000-6000-8000-000000000001",
+    "parent_checkpoint_id": None,
+    "checkpoint": {
+        "v": 4, "id": "1f1f0000-0000-6000-8000-000000000001", "ts": "2026-12-01T00:00:00+00:00",
+        "channel_values": {"messages": MESSAGES, "__pregel_tasks": [SEND], "branch:to:agent": None},
+        "channel_versions": {"messages": "00000000000000000000000000000002.0.1", "__pregel_tasks": "1"},
+        "versions_seen": {"agent": {"messages": "00000000000000000000000000000001.0.1"}},
+        "updated_channels": ["messages", "__pregel_tasks"],
+    },
+    "metadata": {"source": "loop", "step": 1, "parents": {}, "graph_id": "weather"},
+}
+
+WRITES = {
+    "checkpoint_ns": "", "task_id": "task-1", "task_path": "~__pregel_push, 0",
+    "writes": [
+        {"channel": "messages", "value": [MESSAGES[2]]},
+        {"channel": "__interrupt__", "value": [{"lc": 2, "type": "constructor", "id": ["langgraph", "types", "Interrupt"],
+                                                "kwargs": {"value": {"question": "go?"}, "id": "i-1"}}]},
+    ],
+}
+
+AGENT_STATE = {
+    "agent_code": "planner",
+    "context": [
+        {"role": "user", "content": "weather in Oslo?", "name": "alice"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "rainy"},
+        {"role": "system", "name": "__compaction_summary__", "content": "so far"},
+    ],
+    "extra_state": {"plan": ["a"]},
+}
+
+
+def leaves(value: Any, path: tuple = ()) -> Iterator[tuple]:
+    """The path of every value inside `value` (objects' members and lists' items), `value` itself last."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from leaves(item, (*path, index))
+    if path:
+        yield path
+
+
+def swapped(body: Any, path: tuple, new: Any) -> Any:
+    copied = copy.deepcopy(body)
+    target = copied
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = new
+    return copied
+
+
+def cases(body: dict, *, skip: tuple = ()) -> Iterator[tuple[str, Any]]:
+    for path in leaves(body):
+        if path[0] in skip:
+            continue
+        for new in SWAPS:
+            yield "/".join(map(str, path)) + f"={json.dumps(new)}", swapped(body, path, new)
+
+
+def test_every_field_of_a_langgraph_step_takes_any_json_type():
+    user = make_user("agent", password="pw-for-tests-1")
+    api, page = api_client_for(user), Client()
+    page.force_login(user)
+    stored, answers = [], {}
+    for n, (label, body) in enumerate(cases(CHECKPOINT, skip=("checkpoint_id",))):
+        thread = f"swap-{n}"
+        answer = api.post(f"/api/v1/threads/{thread}/checkpoints", body, format="json")
+        answers[label] = answer.status_code
+        if answer.status_code < 300:
+            stored.append((label, thread, body))
+    assert not {label: code for label, code in answers.items() if code >= 500}
+    assert len(stored) > len(answers) // 3  # most swaps are values the server keeps as they are
+    for label, thread, body in stored:
+        checkpoint_id = body["checkpoint_id"]
+        writes = api.post(f"/api/v1/threads/{thread}/checkpoints/{checkpoint_id}/writes", WRITES, format="json")
+        for url in (
+            f"/api/v1/threads/{thread}/checkpoints/latest", f"/api/v1/threads/{thread}/state",
+            f"/api/v1/threads/{thread}/messages", f"/api/v1/threads/{thread}",
+        ):
+            assert api.get(url).status_code == 200, (label, url)
+        assert api.post(f"/api/v1/threads/{thread}/history", {}, format="json").status_code == 200, label
+        for url in (f"/threads/{thread}/", f"/threads/{thread}/checkpoints/", f"/threads/{thread}/context/"):
+            assert page.get(url).status_code == 200, (label, url)
+        assert writes.status_code < 500, label
+    assert api.post("/api/v1/threads/search", {"status": "interrupted"}, format="json").status_code == 200
+
+
+def test_every_field_of_a_step_s_writes_takes_any_json_type():
+    user = make_user("agent", password="pw-for-tests-1")
+    api = api_client_for(user)
+    assert api.post("/api/v1/threads/w/checkpoints", CHECKPOINT, format="json").status_code == 201
+    checkpoint_id = CHECKPOINT["checkpoint_id"]
+    bad = {}
+    for label, body in cases(WRITES):
+        code = api.post(f"/api/v1/threads/w/checkpoints/{checkpoint_id}/writes", body, format="json").status_code
+        if code >= 500:
+            bad[label] = code
+    assert not bad
+    for url in ("/api/v1/threads/w/checkpoints/latest", "/api/v1/threads/w/state"):
+        assert api.get(url).status_code == 200, url
+    assert api.post("/api/v1/threads/w/history", {}, format="json").status_code == 200
+
+
+def test_every_field_of_an_agent_s_state_takes_any_json_type():
+    user = make_user("agent", password="pw-for-tests-1")
+    api, page = api_client_for(user), Client()
+    page.force_login(user)
+    bad, stored = {}, []
+    for n, (label, body) in enumerate(cases(AGENT_STATE)):
+        thread = f"state-{n}"
+        code = api.put(f"/api/v1/threads/{thread}/agent-state", body, format="json").status_code
+        if code >= 500:
+            bad[label] = code
+        elif code < 300:
+            stored.append((label, thread))
+    assert not bad
+    for label, thread in stored:
+        assert api.get(f"/api/v1/threads/{thread}/agent-state").status_code == 200, label
+        assert page.get(f"/threads/{thread}/").status_code == 200, label
+        assert page.get(f"/threads/{thread}/export").status_code == 200, label
