@@ -329,7 +329,8 @@ def store_namespace_list(
     """
     prefix = _namespace_pattern(prefix, "prefix")
     suffix = _namespace_pattern(suffix, "suffix")
-    depth = None if max_depth is None else parse_int(max_depth, name="max_depth", default=0, minimum=1, maximum=MAX_DEPTH)
+    # Blank (null, "") is no limit, as leaving it out is; anything else an integer from 1.
+    depth = parse_int(max_depth, name="max_depth", default=None, minimum=1, maximum=MAX_DEPTH)
     limit = parse_int(limit, name="limit", default=100, minimum=0, maximum=NAMESPACES_LIMIT_MAX)
     offset = parse_int(offset, name="offset", default=0, minimum=0, maximum=OFFSET_MAX)
     if limit == 0:

@@ -171,3 +171,44 @@ def test_every_field_of_an_agent_s_state_takes_any_json_type():
         assert api.get(f"/api/v1/threads/{thread}/agent-state").status_code == 200, label
         assert page.get(f"/threads/{thread}/").status_code == 200, label
         assert page.get(f"/threads/{thread}/export").status_code == 200, label
+
+
+STORE_PUT = {"namespace": ["users", "alice", "prefs"], "key": "diet", "value": {"text": "no peanuts", "tags": ["food"]},
+             "ttl": 60, "index": ["text"]}
+BATCH = {"atomic": False, "ops": [
+    {"op": "put", **STORE_PUT},
+    {"op": "get", "namespace": ["users", "alice", "prefs"], "key": "diet", "refresh_ttl": True},
+    {"op": "search", "namespace_prefix": ["users"], "filter": {"tags": ["food"]}, "query": "peanuts", "limit": 5, "offset": 0},
+    {"op": "list_namespaces", "match_conditions": [{"match_type": "prefix", "path": ["users", "*"]}], "max_depth": 2, "limit": 10},
+]}
+APPEND = {"agent_code": "planner", "messages": [{"role": "user", "content": "and tomorrow?", "name": "alice"}]}
+UPDATE_STATE = {"values": {"messages": [{"role": "user", "content": "resume", "id": "h-2"}]}, "as_node": "agent"}
+SEARCH = {"status": "interrupted", "metadata": {"graph_id": "weather"}, "values": {"x": 1}, "limit": 10, "offset": 0,
+          "sort_by": "updated_at", "sort_order": "desc"}
+
+
+@pytest.mark.parametrize(
+    "method, url, body",
+    [
+        ("put", "/api/v1/store/items", STORE_PUT),
+        ("post", "/api/v1/store/batch", BATCH),
+        ("post", "/api/v1/threads/t1/agent-state/append", APPEND),
+        ("post", "/api/v1/threads/lg/state", UPDATE_STATE),
+        ("post", "/api/v1/threads/search", SEARCH),
+    ],
+    ids=["store put", "store batch", "append", "update_state", "thread search"],
+)
+def test_every_field_of_the_other_writes_takes_any_json_type(method, url, body):
+    user = make_user("agent", password="pw-for-tests-1")
+    api = api_client_for(user)
+    assert api.put("/api/v1/threads/t1/agent-state", AGENT_STATE, format="json").status_code == 200
+    assert api.post("/api/v1/threads/lg/checkpoints", CHECKPOINT, format="json").status_code == 201
+    bad = {}
+    for label, swapped_body in cases(body):
+        code = getattr(api, method)(url, swapped_body, format="json").status_code
+        if code >= 500:
+            bad[label] = code
+    assert not bad
+    assert api.post("/api/v1/store/items/search", {"namespace_prefix": ["users"]}, format="json").status_code == 200
+    assert api.get("/api/v1/threads/t1/agent-state").status_code == 200
+    assert api.get("/api/v1/threads/lg/state").status_code == 200

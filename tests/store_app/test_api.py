@@ -96,6 +96,9 @@ def test_namespaces_lists_with_prefix_and_max_depth(alice_api):
     assert response.json() == {"namespaces": [["a", "b"], ["a", "x"]]}
     suffixed = alice_api.post(NAMESPACES, {"suffix": ["*", "e"], "limit": 5, "offset": 0}, format="json")
     assert suffixed.json() == {"namespaces": [["a", "b", "d", "e"]]}
+    for blank in (None, ""):  # no limit, as leaving it out
+        whole = alice_api.post(NAMESPACES, {"prefix": ["a"], "max_depth": blank}, format="json")
+        assert whole.status_code == 200 and len(whole.json()["namespaces"]) == 3
 
 
 @pytest.mark.parametrize(
