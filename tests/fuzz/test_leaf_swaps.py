@@ -20,7 +20,7 @@ from ..conftest import api_client_for, make_user
 
 pytestmark = pytest.mark.django_db
 
-SWAPS: list[Any] = [["x"], {"k": 1}, 7, 1.5, None, True, ""]
+SWAPS: list[Any] = [["x"], {"k": 1}, 7, -1, 2**70, 1.5, None, True, ""]
 
 
 @pytest.fixture(autouse=True)
