@@ -132,7 +132,10 @@ def test_every_field_of_a_langgraph_step_takes_any_json_type():
         ):
             assert api.get(url).status_code == 200, (label, url)
         assert api.post(f"/api/v1/threads/{thread}/history", {}, format="json").status_code == 200, label
-        for url in (f"/threads/{thread}/", f"/threads/{thread}/checkpoints/", f"/threads/{thread}/context/"):
+        for url in (
+            f"/threads/{thread}/", f"/threads/{thread}/checkpoints/", f"/threads/{thread}/context/",
+            f"/threads/{thread}/checkpoints/?checkpoint={checkpoint_id}&cns=", f"/graphs/thread/{thread}/",
+        ):
             assert page.get(url).status_code == 200, (label, url)
         assert writes.status_code < 500, label
     assert api.post("/api/v1/threads/search", {"status": "interrupted"}, format="json").status_code == 200
