@@ -107,8 +107,8 @@ def to_envelope(value: Any, where: str) -> dict[str, Any]:
     fields = dict(value)
     kind = fields.pop("role", None) or fields.pop("type", None)
     fields.pop("type", None)
-    if kind not in CLASSES and kind != "chat":
-        raise _bad(where, f"has role {kind!r}; expected one of {', '.join(sorted(CLASSES))}.")
+    if not isinstance(kind, str) or kind not in CLASSES and kind != "chat":
+        raise _bad(where, f"has role {str(kind)[:40]!r}; expected one of {', '.join(sorted(CLASSES))}.")
     kind_type = "chat" if kind == "chat" else TYPES[CLASSES[kind]]
     content = fields.pop("content", "") if kind != "remove" else ""
     if content is None:

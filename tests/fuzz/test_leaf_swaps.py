@@ -186,8 +186,10 @@ BATCH = {"atomic": False, "ops": [
 ]}
 APPEND = {"agent_code": "planner", "messages": [{"role": "user", "content": "and tomorrow?", "name": "alice"}]}
 UPDATE_STATE = {"values": {"messages": [{"role": "user", "content": "resume", "id": "h-2"}]}, "as_node": "agent"}
-SEARCH = {"status": "interrupted", "metadata": {"graph_id": "weather"}, "values": {"x": 1}, "limit": 10, "offset": 0,
+SEARCH = {"status": "interrupted", "metadata": {"graph_id": "weather"}, "limit": 10, "offset": 0,
           "sort_by": "updated_at", "sort_order": "desc"}
+# A step with no Send packets pending, which an update_state may continue from.
+PLAIN = swapped(CHECKPOINT, ("checkpoint", "channel_values"), {"messages": MESSAGES, "branch:to:agent": None})
 
 
 @pytest.mark.parametrize(
@@ -196,7 +198,7 @@ SEARCH = {"status": "interrupted", "metadata": {"graph_id": "weather"}, "values"
         ("put", "/api/v1/store/items", STORE_PUT),
         ("post", "/api/v1/store/batch", BATCH),
         ("post", "/api/v1/threads/t1/agent-state/append", APPEND),
-        ("post", "/api/v1/threads/lg/state", UPDATE_STATE),
+        ("post", "/api/v1/threads/plain/state", UPDATE_STATE),
         ("post", "/api/v1/threads/search", SEARCH),
     ],
     ids=["store put", "store batch", "append", "update_state", "thread search"],
@@ -206,6 +208,8 @@ def test_every_field_of_the_other_writes_takes_any_json_type(method, url, body):
     api = api_client_for(user)
     assert api.put("/api/v1/threads/t1/agent-state", AGENT_STATE, format="json").status_code == 200
     assert api.post("/api/v1/threads/lg/checkpoints", CHECKPOINT, format="json").status_code == 201
+    assert api.post("/api/v1/threads/plain/checkpoints", PLAIN, format="json").status_code == 201
+    assert getattr(api, method)(url, body, format="json").status_code < 300  # the body as it is: taken
     bad = {}
     for label, swapped_body in cases(body):
         code = getattr(api, method)(url, swapped_body, format="json").status_code
@@ -215,3 +219,4 @@ def test_every_field_of_the_other_writes_takes_any_json_type(method, url, body):
     assert api.post("/api/v1/store/items/search", {"namespace_prefix": ["users"]}, format="json").status_code == 200
     assert api.get("/api/v1/threads/t1/agent-state").status_code == 200
     assert api.get("/api/v1/threads/lg/state").status_code == 200
+    assert api.get("/api/v1/threads/plain/state").status_code == 200

@@ -126,6 +126,7 @@ def test_update_state_refuses_what_it_cannot_make_and_writes_nothing(sdk, alice,
         ({"note": "x"}, "__copy__", "as_node"),
         ({"branch:to:review": 1}, "answer", "values.branch:to:review"),
         ({"messages": [{"role": "robot", "content": "x"}]}, "answer", "values.messages[0]"),
+        ({"messages": [{"role": ["user"], "content": "x"}]}, "answer", "values.messages[0]"),
         ({"messages": [{"type": "remove", "id": "not-there"}]}, "answer", "values.messages[0]"),
         ({"note": "nul \u0000 inside"}, "answer", "values.note"),
     ]:
