@@ -192,16 +192,58 @@ SEARCH = {"status": "interrupted", "metadata": {"graph_id": "weather"}, "limit":
 PLAIN = swapped(CHECKPOINT, ("checkpoint", "channel_values"), {"messages": MESSAGES, "branch:to:agent": None})
 
 
+GRAPH = {
+    "nodes": [
+        {"id": "A"},
+        {"id": "B", "subgraph": {
+            "nodes": [{"id": "D"}, {"id": "E"}],
+            "edges": [{"source": "__start__", "target": "D"}, {"source": "D", "target": "E"}, {"source": "E", "target": "__end__"}],
+            "interrupt_before": ["E"]}},
+        {"id": "C"},
+    ],
+    "edges": [
+        {"source": "__start__", "target": "A"}, {"source": "A", "target": "B"},
+        {"source": "B", "condition": "review", "targets": {"ok": "C", "stop": "__end__"}},
+        {"source": "C", "target": "__end__"},
+    ],
+    "interrupt_after": ["B"],
+}
+STORE_SEARCH = {"namespace_prefix": ["users"], "filter": {"tags": ["food"], "n": {"$gt": 1}}, "query": "peanuts",
+                "limit": 5, "offset": 0, "refresh_ttl": False}
+NAMESPACES = {"prefix": ["users"], "suffix": ["prefs"], "max_depth": 2, "limit": 10, "offset": 0}
+CONTEXT = {"budget": 3000, "namespace": ["users", "alice"], "query": "food", "min_score": 0.3}
+CREATE = {"thread_id": "made", "metadata": {"env": "prod", "n": 1}, "if_exists": "do_nothing"}
+PATCH = {"metadata": {"env": "staging", "tags": ["a"]}}
+COPY = {"thread_id": "copied"}
+PRUNE = {"thread_ids": ["lg"], "strategy": "keep_latest"}
+FOR_RUNS = {"run_ids": ["run-1", "run-2"]}
+TURN = {"question": "plan a trip"}
+
+
 @pytest.mark.parametrize(
     "method, url, body",
     [
         ("put", "/api/v1/store/items", STORE_PUT),
         ("post", "/api/v1/store/batch", BATCH),
+        ("post", "/api/v1/store/items/search", STORE_SEARCH),
+        ("post", "/api/v1/store/namespaces", NAMESPACES),
         ("post", "/api/v1/threads/t1/agent-state/append", APPEND),
         ("post", "/api/v1/threads/plain/state", UPDATE_STATE),
         ("post", "/api/v1/threads/search", SEARCH),
+        ("post", "/api/v1/threads/count", {"status": "idle", "metadata": {"env": "prod"}}),
+        ("post", "/api/v1/threads", CREATE),
+        ("patch", "/api/v1/threads/lg", PATCH),
+        ("post", "/api/v1/threads/lg/copy", COPY),
+        ("post", "/api/v1/checkpoints/prune", PRUNE),
+        ("post", "/api/v1/checkpoints/delete-for-runs", FOR_RUNS),
+        ("post", "/api/v1/threads/t1/context-preview", CONTEXT),
+        ("post", "/api/v1/threads/t1/turns", TURN),
+        ("post", "/api/v1/graphs/compile", {"spec": GRAPH}),
+        ("post", "/api/v1/graphs", {"name": "review-flow", "spec": GRAPH}),
     ],
-    ids=["store put", "store batch", "append", "update_state", "thread search"],
+    ids=["store put", "store batch", "store search", "namespaces", "append", "update_state", "thread search",
+         "thread count", "thread create", "thread patch", "copy", "prune", "delete for runs", "context preview",
+         "turn", "graph compile", "graph save"],
 )
 def test_every_field_of_the_other_writes_takes_any_json_type(method, url, body):
     user = make_user("agent", password="pw-for-tests-1")
