@@ -159,6 +159,34 @@ def _research_graph():
     return builder
 
 
+class BillingTimeout(Exception):
+    """What the demo's billing tool raises: an upstream API that did not answer."""
+
+
+def _invoice_graph():
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.message import add_messages
+
+    class Invoice(TypedDict, total=False):
+        messages: Annotated[list, add_messages]
+
+    def plan(state: Invoice) -> dict:
+        call = {"name": "fetch_invoice", "args": {"invoice_id": "B-7731"}, "id": "call-invoice-1"}
+        return {"messages": [AIMessage("Fetching invoice B-7731.", tool_calls=[call])]}
+
+    def fetch_invoice(state: Invoice) -> dict:
+        raise BillingTimeout("billing API did not answer within 10 s (invoice B-7731)")
+
+    builder = StateGraph(Invoice)
+    builder.add_node("plan", plan)
+    builder.add_node("fetch_invoice", fetch_invoice)
+    builder.add_edge(START, "plan")
+    builder.add_edge("plan", "fetch_invoice")
+    builder.add_edge("fetch_invoice", END)
+    return builder
+
+
 def _with_langgraph(users: dict) -> None:
     from langchain_core.messages import HumanMessage
     from langgraph.types import Command
@@ -171,6 +199,15 @@ def _with_langgraph(users: dict) -> None:
         config = {"configurable": {"thread_id": "refund-A-1042"}, "metadata": {"agent": "support-bot"}}
         graph.invoke({"messages": [HumanMessage("My rain jacket leaks, can I get a refund for order A-1042?")]}, config)
         graph.invoke(Command(resume="approve"), config)
+
+    # Alice's billing agent: its tool failed, the error kept as LangGraph keeps it (status "error").
+    with _saver(alice) as saver:
+        graph = _invoice_graph().compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "invoice-B-7731"}, "metadata": {"agent": "billing-bot"}}
+        try:
+            graph.invoke({"messages": [HumanMessage("Why was I charged twice on invoice B-7731?")]}, config)
+        except BillingTimeout:
+            pass
 
     # Bob's research agent: a subgraph (its own namespace) still waiting for review.
     with _saver(bob) as saver:

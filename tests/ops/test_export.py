@@ -143,5 +143,5 @@ def test_a_langgraph_thread_s_transcript_shows_its_tool_calls_and_names(client, 
         envelope("ToolMessage", content="rainy", type="tool", name="get_weather", tool_call_id="call-1"),
     ]))
     transcript = unzip(login_client(client, alice).get("/threads/lg/export")).read("transcript.md").decode()
-    assert "## #2 · assistant · planner ·" in transcript and '"name": "get_weather"' in transcript
+    assert "## #2 · assistant · tool_call · planner ·" in transcript and '"name": "get_weather"' in transcript
     assert '"city": "Oslo"' in transcript and "## #3 · tool · tool_result · get_weather ·" in transcript

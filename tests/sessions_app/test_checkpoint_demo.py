@@ -21,6 +21,9 @@ def test_the_demo_leaves_a_resumed_run_and_a_paused_one_with_a_subgraph(alice, b
     steps = list(Checkpoint.objects.filter(thread__thread_id="refund-A-1042").order_by("id").values_list("node_id", "next_node_id"))
     assert steps == [("__input__", "__start__"), ("__start__", "triage"), ("triage", "lookup"), ("lookup", "approve"), ("approve", "")]
 
+    invoice = thread_detail(actor=alice, thread_id="invoice-B-7731")
+    assert invoice["status"] == "error"
+
     brief = thread_detail(actor=bob, thread_id="heat-pump-brief")
     assert brief["status"] == "interrupted" and brief["values"]["sources"]
     namespaces = set(Checkpoint.objects.filter(thread__thread_id="heat-pump-brief").values_list("checkpoint_ns", flat=True))
