@@ -20,6 +20,11 @@ def make_user(username: str, role: str = "member", password: str = "pw-for-tests
     return user
 
 
+def message_envelope(kind: str, **kwargs) -> dict:
+    """A LangChain message (`kind`: "AIMessage", ...) as LangChain serialises it and a LangGraph checkpoint holds it."""
+    return {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", kind], "kwargs": kwargs}
+
+
 def api_client_for(user) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {apikey_create(owner=user).plaintext}")

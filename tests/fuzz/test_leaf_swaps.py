@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from ..conftest import api_client_for, make_user
+from ..conftest import api_client_for, make_user, message_envelope
 
 pytestmark = pytest.mark.django_db
 
@@ -30,17 +30,13 @@ def no_throttle(settings):
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
 
 
-def envelope(kind: str, **kwargs: Any) -> dict[str, Any]:
-    return {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", kind], "kwargs": kwargs}
-
-
 MESSAGES = [
-    envelope("HumanMessage", content="weather in Oslo?", type="human", id="h-1", name="alice"),
-    envelope("AIMessage", content=[{"type": "text", "text": "looking"}], type="ai", id="a-1",
-             tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "call-1", "type": "tool_call"}]),
-    envelope("ToolMessage", content="rainy", type="tool", id="t-1", tool_call_id="call-1", name="get_weather"),
-    envelope("ChatMessage", content="noted", type="chat", role="assistant", id="c-1"),
-    envelope("SystemMessage", content="so far: rain", type="system", name="__compaction_summary__", id="s-1"),
+    message_envelope("HumanMessage", content="weather in Oslo?", type="human", id="h-1", name="alice"),
+    message_envelope("AIMessage", content=[{"type": "text", "text": "looking"}], type="ai", id="a-1",
+                     tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "call-1", "type": "tool_call"}]),
+    message_envelope("ToolMessage", content="rainy", type="tool", id="t-1", tool_call_id="call-1", name="get_weather"),
+    message_envelope("ChatMessage", content="noted", type="chat", role="assistant", id="c-1"),
+    message_envelope("SystemMessage", content="so far: rain", type="system", name="__compaction_summary__", id="s-1"),
 ]
 
 SEND = {"lc": 2, "type": "constructor", "id": ["langgraph", "types", "Send"],
@@ -110,21 +106,29 @@ def cases(body: dict, *, skip: tuple = ()) -> Iterator[tuple[str, Any]]:
             yield "/".join(map(str, path)) + f"={json.dumps(new)}", swapped(body, path, new)
 
 
+def sent(send, bodies) -> tuple[dict[str, int], list[tuple[int, str, Any]]]:
+    """Each (label, body) sent by `send(index, body)`: the 5xx answers by label, and the
+    (index, label, body) of those stored (a 2xx)."""
+    errors, stored = {}, []
+    for index, (label, body) in enumerate(bodies):
+        code = send(index, body).status_code
+        if code >= 500:
+            errors[label] = code
+        elif code < 300:
+            stored.append((index, label, body))
+    return errors, stored
+
+
 def test_every_field_of_a_langgraph_step_takes_any_json_type():
     user = make_user("agent", password="pw-for-tests-1")
     api, page = api_client_for(user), Client()
     page.force_login(user)
-    stored, answers = [], {}
-    for n, (label, body) in enumerate(cases(CHECKPOINT, skip=("checkpoint_id",))):
-        thread = f"swap-{n}"
-        answer = api.post(f"/api/v1/threads/{thread}/checkpoints", body, format="json")
-        answers[label] = answer.status_code
-        if answer.status_code < 300:
-            stored.append((label, thread, body))
-    assert not {label: code for label, code in answers.items() if code >= 500}
-    assert len(stored) > len(answers) // 3  # most swaps are values the server keeps as they are
-    for label, thread, body in stored:
-        checkpoint_id = body["checkpoint_id"]
+    bodies = list(cases(CHECKPOINT, skip=("checkpoint_id",)))
+    errors, stored = sent(lambda n, body: api.post(f"/api/v1/threads/swap-{n}/checkpoints", body, format="json"), bodies)
+    assert not errors
+    assert len(stored) > len(bodies) // 3  # most swaps are values the server keeps as they are
+    for n, label, body in stored:
+        thread, checkpoint_id = f"swap-{n}", body["checkpoint_id"]
         writes = api.post(f"/api/v1/threads/{thread}/checkpoints/{checkpoint_id}/writes", WRITES, format="json")
         for url in (
             f"/api/v1/threads/{thread}/checkpoints/latest", f"/api/v1/threads/{thread}/state",
@@ -145,13 +149,9 @@ def test_every_field_of_a_step_s_writes_takes_any_json_type():
     user = make_user("agent", password="pw-for-tests-1")
     api = api_client_for(user)
     assert api.post("/api/v1/threads/w/checkpoints", CHECKPOINT, format="json").status_code == 201
-    checkpoint_id = CHECKPOINT["checkpoint_id"]
-    bad = {}
-    for label, body in cases(WRITES):
-        code = api.post(f"/api/v1/threads/w/checkpoints/{checkpoint_id}/writes", body, format="json").status_code
-        if code >= 500:
-            bad[label] = code
-    assert not bad
+    url = f"/api/v1/threads/w/checkpoints/{CHECKPOINT['checkpoint_id']}/writes"
+    errors, _ = sent(lambda n, body: api.post(url, body, format="json"), cases(WRITES))
+    assert not errors
     for url in ("/api/v1/threads/w/checkpoints/latest", "/api/v1/threads/w/state"):
         assert api.get(url).status_code == 200, url
     assert api.post("/api/v1/threads/w/history", {}, format="json").status_code == 200
@@ -161,16 +161,10 @@ def test_every_field_of_an_agent_s_state_takes_any_json_type():
     user = make_user("agent", password="pw-for-tests-1")
     api, page = api_client_for(user), Client()
     page.force_login(user)
-    bad, stored = {}, []
-    for n, (label, body) in enumerate(cases(AGENT_STATE)):
+    errors, stored = sent(lambda n, body: api.put(f"/api/v1/threads/state-{n}/agent-state", body, format="json"), cases(AGENT_STATE))
+    assert not errors
+    for n, label, _ in stored:
         thread = f"state-{n}"
-        code = api.put(f"/api/v1/threads/{thread}/agent-state", body, format="json").status_code
-        if code >= 500:
-            bad[label] = code
-        elif code < 300:
-            stored.append((label, thread))
-    assert not bad
-    for label, thread in stored:
         assert api.get(f"/api/v1/threads/{thread}/agent-state").status_code == 200, label
         assert page.get(f"/threads/{thread}/").status_code == 200, label
         assert page.get(f"/threads/{thread}/export").status_code == 200, label
@@ -252,12 +246,8 @@ def test_every_field_of_the_other_writes_takes_any_json_type(method, url, body):
     assert api.post("/api/v1/threads/lg/checkpoints", CHECKPOINT, format="json").status_code == 201
     assert api.post("/api/v1/threads/plain/checkpoints", PLAIN, format="json").status_code == 201
     assert getattr(api, method)(url, body, format="json").status_code < 300  # the body as it is: taken
-    bad = {}
-    for label, swapped_body in cases(body):
-        code = getattr(api, method)(url, swapped_body, format="json").status_code
-        if code >= 500:
-            bad[label] = code
-    assert not bad
+    errors, _ = sent(lambda n, swapped_body: getattr(api, method)(url, swapped_body, format="json"), cases(body))
+    assert not errors
     assert api.post("/api/v1/store/items/search", {"namespace_prefix": ["users"]}, format="json").status_code == 200
     assert api.get("/api/v1/threads/t1/agent-state").status_code == 200
     assert api.get("/api/v1/threads/lg/state").status_code == 200

@@ -12,7 +12,7 @@ import pytest
 from memoryadmin.models import AuditEvent
 from sessions_app.models import Thread
 
-from ..conftest import login_client
+from ..conftest import login_client, message_envelope
 from .helpers import checkpoints, save, table_counts, turns
 
 pytestmark = pytest.mark.django_db
@@ -133,14 +133,11 @@ def test_a_langgraph_thread_s_transcript_shows_its_tool_calls_and_names(client, 
     """Its blocks are LangChain envelopes: the name and tool calls sit in their kwargs."""
     from sessions_app.checkpoints.conversation import block_messages
 
-    def envelope(kind, **kwargs):
-        return {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", kind], "kwargs": kwargs}
-
     save(alice, "lg", block_messages([
-        envelope("HumanMessage", content="weather in Oslo?", type="human"),
-        envelope("AIMessage", content="", type="ai", name="planner",
-                 tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "call-1", "type": "tool_call"}]),
-        envelope("ToolMessage", content="rainy", type="tool", name="get_weather", tool_call_id="call-1"),
+        message_envelope("HumanMessage", content="weather in Oslo?", type="human"),
+        message_envelope("AIMessage", content="", type="ai", name="planner",
+                         tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "call-1", "type": "tool_call"}]),
+        message_envelope("ToolMessage", content="rainy", type="tool", name="get_weather", tool_call_id="call-1"),
     ]))
     transcript = unzip(login_client(client, alice).get("/threads/lg/export")).read("transcript.md").decode()
     assert "## #2 · assistant · tool_call · planner ·" in transcript and '"name": "get_weather"' in transcript

@@ -11,7 +11,7 @@ from django.test import override_settings
 from memoryadmin.models import ApiKey
 from sessions_app.models import Block, Thread
 
-from ..conftest import IS_POSTGRES
+from ..conftest import IS_POSTGRES, message_envelope
 from .helpers import turns
 
 pytestmark = pytest.mark.django_db
@@ -90,8 +90,7 @@ def test_the_secret_is_never_stored(alice):
 def test_a_name_of_any_json_type_is_kept_as_posted(alice_api, alice, client, name):
     """A message's `name` is the agent's own field: only a string names a summary, and nothing else breaks."""
     context = [{"role": "user", "content": "hi", "name": name},
-               {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "AIMessage"],
-                "kwargs": {"content": "yo", "type": "ai", "name": name}, "role": "assistant", "content": "yo"}]
+               {**message_envelope("AIMessage", content="yo", type="ai", name=name), "role": "assistant", "content": "yo"}]
     assert put_state(alice_api, context=context).status_code == 200
     assert alice_api.get(STATE.format("t1")).json()["context"] == context
     assert [m["block_type"] for m in alice_api.get("/api/v1/threads/t1/messages").json()["results"]] == ["message", "message"]
@@ -101,14 +100,12 @@ def test_a_name_of_any_json_type_is_kept_as_posted(alice_api, alice, client, nam
 
 def test_an_envelope_s_fields_give_its_block_type(alice_api):
     """A LangGraph thread's blocks are LangChain envelopes: the name and tool calls are in their kwargs."""
-    def envelope(kind, role, **kwargs):
-        return {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", kind], "kwargs": kwargs,
-                "role": role, "content": kwargs["content"]}
+    from sessions_app.checkpoints.conversation import block_messages
 
-    context = [
-        envelope("SystemMessage", "system", content="so far", type="system", name="__compaction_summary__"),
-        envelope("AIMessage", "assistant", content="", type="ai", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]),
-    ]
+    context = block_messages([
+        message_envelope("SystemMessage", content="so far", type="system", name="__compaction_summary__"),
+        message_envelope("AIMessage", content="", type="ai", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]),
+    ])
     assert put_state(alice_api, context=context).status_code == 200
     assert list(Block.objects.order_by("seq").values_list("block_type", flat=True)) == ["summary", "tool_call"]
 
