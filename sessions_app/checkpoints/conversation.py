@@ -1,7 +1,8 @@
 """A LangGraph thread's messages as its conversation (docs/checkpoints.md, "Conversation").
 
 The messages channel of a thread's root checkpoints (`messages`, or
-MEMORYADMIN_LANGGRAPH_MESSAGES_CHANNEL) is kept as the thread's blocks, through the
+MEMORYADMIN_LANGGRAPH_MESSAGES_CHANNEL, or the first channel holding LangChain messages:
+`conversation_channel`) is kept as the thread's blocks, through the
 conversation store's own saves (`sessions_app.threads`): each message once, in order, on
 the hash chain, the title from the first user message. A checkpoint then holds the channel
 by reference, `messages_ref = {"channel", "agent", "upto", "count"}`: its messages are the
@@ -12,8 +13,8 @@ A block's message is the LangChain envelope exactly as the checkpoint held it, w
 `role` and `content` the conversation store reads added beside it; reading a checkpoint
 takes them away again (`envelope_of`).
 
-A put carries the channel either whole (in `channel_values`) or as a delta, `{"head",
-"append"}`: the messages added since the chain head `head`. The delta is refused with a
+A put carries the channel either whole (in `channel_values`) or as a delta, `{"channel",
+"head", "append"}`: the messages added since the chain head `head`. The delta is refused with a
 412 and nothing written when `head` is not the head of the thread's active blocks; the
 client then sends the step whole.
 """
@@ -45,10 +46,29 @@ from .wire import MESSAGE_TYPES, lc_envelope
 DEFAULT_AGENT_CODE = "langgraph"
 ADDED = ("role", "content")
 REF_KEYS = frozenset({"channel", "agent", "upto", "count"})
+CHANNEL_MAX = 255
 
 
 def messages_channel() -> str:
     return settings.MEMORYADMIN_LANGGRAPH_MESSAGES_CHANNEL
+
+
+def conversation_channel(values: dict[str, Any], delta: Delta | None = None) -> tuple[str, list[dict[str, Any]] | None]:
+    """The channel of a root checkpoint that is the thread's conversation, and its messages as
+    blocks (None: the step leaves the conversation as it is). A delta names its channel; else
+    the configured one (`messages`) when the checkpoint has it; else the first channel by name
+    whose value is a non-empty list of LangChain messages (a state's `chat_history`, the
+    functional API's `__previous__`)."""
+    if delta is not None:
+        return delta.channel, None
+    channel = messages_channel()
+    if channel in values:
+        return channel, block_messages(values[channel])
+    for name in sorted(values):
+        value = values[name]
+        if isinstance(value, list) and value and (converted := block_messages(value)) is not None:
+            return name, converted
+    return channel, None
 
 
 def agent_code_given(metadata: dict[str, Any]) -> str | None:
@@ -129,10 +149,12 @@ def block_messages(values: Any) -> list[dict[str, Any]] | None:
 class Delta:
     head: str
     append: list[dict[str, Any]]
+    channel: str = ""  # the checkpoint's channel the messages are (`messages_channel()` when the body names none)
 
 
 def delta_input(value: Any) -> Delta | None:
-    """The body's `messages` delta, `{"head": str, "append": [envelope...]}`; every error names its field."""
+    """The body's `messages` delta, `{"head": str, "append": [envelope...], "channel": str}` (the
+    channel optional); every error names its field."""
     if value is None:
         return None
     if not isinstance(value, dict) or not isinstance(value.get("head"), str) or not isinstance(value.get("append"), list):
@@ -148,7 +170,11 @@ def delta_input(value: Any) -> Delta | None:
                 raise InvalidInput(
                     f"{where} must be a LangChain message envelope.", fields={where: ["must be a LangChain message envelope."]}
                 )
-    return Delta(head=value["head"], append=converted or [])
+    channel = value.get("channel", messages_channel())
+    if not isinstance(channel, str) or not channel or len(channel) > CHANNEL_MAX:
+        message = f"must be a channel's name, 1 to {CHANNEL_MAX} characters."
+        raise InvalidInput(f"messages.channel {message}", fields={"messages.channel": [message]})
+    return Delta(head=value["head"], append=converted or [], channel=channel)
 
 
 @dataclass(frozen=True)
@@ -180,7 +206,8 @@ def _ref(channel: str, agent: str, upto: int, count: int) -> dict[str, Any]:
 
 
 def conversation_keep(
-    *, actor, thread: Thread, metadata: dict[str, Any], values: list[dict[str, Any]] | None, delta: Delta | None
+    *, actor, thread: Thread, channel: str, metadata: dict[str, Any], values: list[dict[str, Any]] | None,
+    delta: Delta | None,
 ) -> Kept:
     """Make the thread's active blocks the checkpoint's messages; the reference to store.
 
@@ -188,7 +215,7 @@ def conversation_keep(
     the append-only save guarded by the chain head (412, nothing written, on a mismatch).
     The thread is locked by the caller's transaction.
     """
-    channel, agent = messages_channel(), agent_code_for(metadata, thread)
+    agent = agent_code_for(metadata, thread)
     if delta is not None and not delta.append:
         head = _active_head(thread, agent)
         stored = head[2] if head else ""

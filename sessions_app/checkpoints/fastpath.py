@@ -181,13 +181,10 @@ def checkpoint_put_fast(*, actor, thread_id: str, data, checkpoint_id: str, run_
         return None
     body = data.checkpoint
     langgraph = is_langgraph_checkpoint(body)
-    channel = conversation.messages_channel()
     values = (body.get("channel_values") or {}) if langgraph else {}
     delta = data.messages
-    whole = conversation.block_messages(values[channel]) if not data.checkpoint_ns and channel in values else None
+    channel, whole = conversation.conversation_channel(values, delta) if not data.checkpoint_ns else ("", None)
     if whole is not None:
-        if delta is not None:
-            return None  # both: the general path decides
         # Messages sent whole are kept as blocks without the channel in the row, as the general path keeps them.
         body = dict(body, channel_values={name: value for name, value in values.items() if name != channel})
     conversing = delta is not None or whole is not None
@@ -263,7 +260,7 @@ def _plan(*, data, body, values, delta, whole, given, channel, row: _Row, langgr
     now = timezone.now()
     messages, answer, appended = None, None, []
     if whole is not None:
-        delta = _whole_as_delta(whole, row.position, row.head)
+        delta = _whole_as_delta(whole, row.position, row.head, channel)
         if delta is None:
             return None  # not an extension of the thread's messages: the general path's save rewrites
         if not delta.append and (given or row.agent_code or conversation.DEFAULT_AGENT_CODE) != row.agent_code:
@@ -333,7 +330,7 @@ def _plan(*, data, body, values, delta, whole, given, channel, row: _Row, langgr
     return sql, params, after, answer, len(appended)
 
 
-def _whole_as_delta(whole: list[dict[str, Any]], position: int | None, head: str | None) -> conversation.Delta | None:
+def _whole_as_delta(whole: list[dict[str, Any]], position: int | None, head: str | None, channel: str) -> conversation.Delta | None:
     """Messages sent whole that begin with the thread's active messages (the same hash chain up
     to its head, `ContextHasher`) as the delta appending the rest; None for any other list."""
     stored = position + 1 if position is not None else 0
@@ -344,7 +341,7 @@ def _whole_as_delta(whole: list[dict[str, Any]], position: int | None, head: str
             return None
     except TypeError:
         return None  # the general path names what cannot be stored
-    return conversation.Delta(head=head or "", append=whole[stored:])
+    return conversation.Delta(head=head or "", append=whole[stored:], channel=channel)
 
 
 def _execute(sql: str, params: list) -> tuple[int, tuple | None]:

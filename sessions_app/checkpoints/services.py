@@ -121,7 +121,7 @@ def checkpoint_input(
     delta = conversation.delta_input(None if messages is None else _json_value(messages, "messages"))
     if delta is not None:
         ns = checkpoint_ns_validate(checkpoint_ns)
-        channel = conversation.messages_channel()
+        channel = delta.channel
         if ns or not is_langgraph_checkpoint(body) or channel in (body.get("channel_values") or {}):
             message = f"a delta is for a root LangGraph checkpoint whose channel_values leave out {channel!r}."
             raise InvalidInput(f"messages: {message}", fields={"messages": [message]})
@@ -389,9 +389,8 @@ def _conversation(actor, thread: Thread, data: CheckpointInput, fields: dict[str
     reference (conversation.py); `fields` are changed in place. The answer's `messages` (or
     None) and whether the thread row was written."""
     fields["messages_ref"] = None
-    channel = conversation.messages_channel()
     values = (data.checkpoint.get("channel_values") or {}) if is_langgraph_checkpoint(data.checkpoint) else {}
-    whole = conversation.block_messages(values.get(channel)) if channel in values else None
+    channel, whole = conversation.conversation_channel(values, data.messages)
     if data.checkpoint_ns or (whole is None and data.messages is None):
         return None, False
     if not _is_latest_root(thread, existing):
@@ -405,7 +404,7 @@ def _conversation(actor, thread: Thread, data: CheckpointInput, fields: dict[str
     # another user's thread, say): they are written as the thread's owner's, whose they are.
     writer = actor if policy.may_write(actor, owner_id=thread.owner_id, action="thread.write") else thread.owner
     kept = conversation.conversation_keep(
-        actor=writer, thread=thread, metadata=data.metadata, values=whole, delta=data.messages
+        actor=writer, thread=thread, channel=channel, metadata=data.metadata, values=whole, delta=data.messages
     )
     body = dict(data.checkpoint)
     body["channel_values"] = {name: value for name, value in values.items() if name != channel}

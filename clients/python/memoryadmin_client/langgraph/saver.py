@@ -83,7 +83,7 @@ from ..http import RETRIES, Call, HTTPClient, RetryPolicy, json_of
 from ..ids import path_segment, thread_id_checked
 from ..turns import Turn, take_turn
 from .codec import BLOB_KEY, MessageRefs, ValueCodec, contents_of
-from .steps import ThreadMemory, _kept, _Latest, _Plan, _Sent
+from .steps import ThreadMemory, _kept, _Latest, _Plan, _Sent, conversation_channel
 
 PAGE_SIZE = 100
 BATCH = 1000
@@ -260,8 +260,9 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         configurable = _configurable(config)
         thread_id, ns, parent = configurable["thread_id"], configurable.get("checkpoint_ns") or "", configurable.get("checkpoint_id")
         sent = None if whole or ns else self._memory.sent(thread_id)
-        channel = sent.channel if sent is not None else "messages"
-        messages = (checkpoint.get("channel_values") or {}).get(channel)
+        values = checkpoint.get("channel_values") or {}
+        channel = sent.channel if sent is not None else conversation_channel(values) if not ns else "messages"
+        messages = values.get(channel)
         kept, contents = _kept(sent, parent, messages)
         # The messages encoded item by item: the delta's new ones, or the whole channel's (one blob instead
         # with a serializer that is not JSON's).
@@ -297,7 +298,7 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
             body["checkpoint"] = self.codec.dump_checkpoint(checkpoint, refs=refs, dumped=dumped)
         else:
             body["checkpoint"] = self.codec.dump_checkpoint(checkpoint, leave_out=channel, refs=refs)
-            body["messages"] = {"head": sent.head, "append": items}
+            body["messages"] = {"channel": channel, "head": sent.head, "append": items}
         if refs is not None and refs.marked:
             body["refs"] = refs.marked
         putting = None
@@ -330,9 +331,10 @@ class MemoryAdminSaver(BaseCheckpointSaver[str]):
         self._memory.forget(put.thread_id)
         sent = put.sent
         if isinstance(held, dict) and isinstance(held.get("head"), str) and sent is not None:
-            if held.get("count") == len(sent.messages):
-                channel = held.get("channel") or "messages"
-                self._memory.keep_sent(put.thread_id, replace(sent, channel=channel, head=held["head"]))
+            # Kept when the server holds the very channel sent as the conversation (else the next
+            # read of the thread, which names the one it holds, tells the saver).
+            if held.get("count") == len(sent.messages) and held.get("channel") == sent.channel:
+                self._memory.keep_sent(put.thread_id, replace(sent, head=held["head"]))
         tag = answer.get("state_tag") if isinstance(answer, dict) else None
         if isinstance(tag, str) and put.latest is not None:
             self._memory.keep_latest(replace(put.latest, tag=tag))

@@ -16,6 +16,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.messages import BaseMessage
+
 from .codec import contents_of
 
 # Threads whose last put the saver remembers, to send the next step as a delta.
@@ -77,6 +79,21 @@ class _Plan:
     kept: int | None
     contents: list[Any]
     start: int | None
+
+
+def conversation_channel(values: dict[str, Any]) -> str:
+    """The channel the server keeps as a new thread's conversation, found as it finds it
+    (docs/checkpoints.md, "Conversation"): `messages` when the checkpoint has it, else the first
+    by name holding a non-empty list of LangChain messages (a state's `chat_history`, the
+    functional API's `__previous__`). The server's answer names the channel it kept (it may be
+    configured otherwise), and the thread's next steps use that one."""
+    if "messages" in values:
+        return "messages"
+    for name in sorted(values):
+        value = values[name]
+        if type(value) is list and value and all(isinstance(item, BaseMessage) for item in value):
+            return name
+    return "messages"
 
 
 def _kept(sent: _Sent | None, parent: str | None, messages: Any) -> tuple[int | None, list[Any]]:
