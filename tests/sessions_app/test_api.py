@@ -110,6 +110,33 @@ def test_an_envelope_s_fields_give_its_block_type(alice_api):
     assert list(Block.objects.order_by("seq").values_list("block_type", flat=True)) == ["summary", "tool_call"]
 
 
+def test_the_migration_types_blocks_saved_before_the_envelope_s_fields_were_read(alice_api):
+    """Blocks of LangGraph threads stored typed `message` get the type their envelope gives;
+    plain messages, tool results and typed blocks stay as they are."""
+    import importlib
+    from types import SimpleNamespace
+
+    from django.apps import apps
+    from django.db import connection
+
+    from sessions_app.checkpoints.conversation import block_messages
+
+    context = block_messages([
+        message_envelope("HumanMessage", content="hi", type="human"),
+        message_envelope("SystemMessage", content="so far", type="system", name="__compaction_summary__"),
+        message_envelope("AIMessage", content="", type="ai", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]),
+        message_envelope("ToolMessage", content="42", type="tool", tool_call_id="c1"),
+        message_envelope("AIMessage", content="done", type="ai", tool_calls=[]),
+    ]) + [{"role": "assistant", "content": "by hand", "block_type": "plan"}]
+    assert put_state(alice_api, context=context).status_code == 200
+    typed = list(Block.objects.order_by("seq").values_list("block_type", flat=True))
+    assert typed == ["message", "summary", "tool_call", "tool_result", "message", "plan"]
+    Block.objects.filter(block_type__in=["summary", "tool_call"]).update(block_type="message")  # as stored before
+    retype = importlib.import_module("sessions_app.migrations.0016_langgraph_block_types").retype
+    retype(apps, SimpleNamespace(connection=connection))
+    assert list(Block.objects.order_by("seq").values_list("block_type", flat=True)) == typed
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
