@@ -21,7 +21,8 @@ Steps travel as deltas. The server keeps a thread's messages channel (root names
 as the thread's conversation and answers each put with the chain head of those
 messages. The next put of that thread, when its parent is the checkpoint last put and
 its messages start with the message objects then sent (compared in C), carries only the messages
-added since, with that head (`{"messages": {"head", "append"}}`); the server refuses
+added since, with that head (`{"messages": {"channel", "head", "append"}}`; the channel
+is `messages` or the one the server answered it keeps, `steps.conversation_channel`); the server refuses
 it with a 412, writing nothing, when its head is another (a fork, another writer), and
 the saver then sends the step whole. In the async methods a step is encoded on the event
 loop in turns of its passes (`turns.take_turn`), its messages a slice at a time.
