@@ -7,6 +7,7 @@ from django.conf import settings
 from django.core.handlers.wsgi import LimitedStream
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
+from django.middleware.common import CommonMiddleware as DjangoCommonMiddleware
 from django.shortcuts import render
 
 from .audit import audit_denial
@@ -22,6 +23,15 @@ KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPT
 # Under ASGI, the scope key memoryadmin/asgi.py sets on a request whose body went past
 # MEMORYADMIN_MAX_BODY_BYTES (the rest of it was not read).
 BODY_TOO_LARGE = "memoryadmin.body_too_large"
+
+
+class CommonMiddleware(DjangoCommonMiddleware):
+    """Django's, except that only a GET or HEAD is redirected to the URL with its slash: a
+    redirect would lose any other request's body (a client follows it with a GET), so such a
+    URL is not found (404), as in production; Django's raises instead under DEBUG (a 500)."""
+
+    def should_redirect_with_slash(self, request) -> bool:
+        return request.method in ("GET", "HEAD") and super().should_redirect_with_slash(request)
 
 
 class RequestMetricsMiddleware:

@@ -170,7 +170,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memoryadmin.pagemiddleware.Sessions",
-    "django.middleware.common.CommonMiddleware",
+    "memoryadmin.middleware.CommonMiddleware",
     # Kept whole: Django's deploy check looks for it by name, and DRF's views are exempt anyway.
     "django.middleware.csrf.CsrfViewMiddleware",
     "memoryadmin.pagemiddleware.Authentication",

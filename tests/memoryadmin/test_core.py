@@ -146,3 +146,14 @@ def test_a_revoked_key_or_an_inactive_owner_is_refused(alice):
     alice.is_active = False
     alice.save()
     assert apikey_authenticate(other) is None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("debug", [True, False])
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_a_write_to_a_url_without_its_slash_is_not_found(client, settings, debug, method):
+    """A redirect to the slash URL would lose the body: a 404, never Django's DEBUG RuntimeError (a 500)."""
+    settings.DEBUG = debug
+    response = getattr(client, method)("/threads/search", data="{}", content_type="application/json")
+    assert response.status_code == 404
+    assert client.get("/threads").status_code == 301  # a page's URL without its slash still leads to it
