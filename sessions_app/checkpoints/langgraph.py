@@ -20,7 +20,9 @@ from sessions_app.checkpoints.search import ThreadFilter, thread_search_queryset
 from sessions_app.checkpoints.conversation import checkpoints_hydrate
 from sessions_app.checkpoints.selectors import attach_writes, checkpoint_get_in, checkpoint_list, writes_of
 from sessions_app.checkpoints.reducers import add_messages, is_message_channel
-from sessions_app.checkpoints.tasks import Task, graph_tasks, interrupt_items, next_node_names, task_result
+from sessions_app.checkpoints.tasks import (
+    Task, entry_output, graph_tasks, interrupt_items, is_functional, next_node_names, task_result,
+)
 from sessions_app.checkpoints.tasks import attach_writes as attach_task_writes
 from sessions_app.checkpoints.wire import (
     ERROR, INTERRUPT, NULL_TASK_ID, is_internal_channel, plain, readable, state_channels, state_values,
@@ -158,6 +160,14 @@ def _saver_state(checkpoint: Checkpoint) -> tuple[list[str], list[dict[str, Any]
     return nexts, tasks, interrupts
 
 
+def graph_values(body: Any) -> Any:
+    """A thread's values as LangGraph's thread API shows them: the latest checkpoint's state
+    keys, or the functional API's entrypoint output."""
+    if is_langgraph_checkpoint(body) and is_functional(body):
+        return entry_output(body, [], live=False)
+    return state_values(body)
+
+
 def checkpoint_state(checkpoint: Checkpoint, *, thread: Thread, live: bool = False) -> dict[str, Any]:
     """A checkpoint as LangGraph's ThreadState, as `graph.get_state` reads it.
 
@@ -171,14 +181,18 @@ def checkpoint_state(checkpoint: Checkpoint, *, thread: Thread, live: bool = Fal
     body = checkpoint.checkpoint
     if is_langgraph_checkpoint(body):
         tasks = attach_task_writes(
-            graph_tasks(body, checkpoint_ns=checkpoint.checkpoint_ns, metadata=checkpoint.metadata), checkpoint.pending
+            graph_tasks(body, checkpoint_ns=checkpoint.checkpoint_ns, metadata=checkpoint.metadata, writes=checkpoint.pending),
+            checkpoint.pending,
         )
         shown = [
             _task_shape(task, interrupts=[] if live and task.finished else task.interrupts) for task in tasks
         ]
         nexts = [task.name for task in tasks if not (live and task.finished)]
         interrupts = [item for task in shown for item in task["interrupts"]]
-        values = _step_values(checkpoint, tasks, live=live)
+        if is_functional(body, checkpoint.pending):
+            values = entry_output(body, tasks, live=live)
+        else:
+            values = _step_values(checkpoint, tasks, live=live)
     else:
         nexts, shown, interrupts = _saver_state(checkpoint)
         values = state_values(body)
@@ -199,7 +213,10 @@ def pending_interrupts_by_task(checkpoint: Checkpoint) -> dict[str, list[dict[st
     """LangGraph's Thread `interrupts`: per task id, the interrupts still waiting for an answer."""
     if is_langgraph_checkpoint(checkpoint.checkpoint):
         tasks = attach_task_writes(
-            graph_tasks(checkpoint.checkpoint, checkpoint_ns=checkpoint.checkpoint_ns, metadata=checkpoint.metadata),
+            graph_tasks(
+                checkpoint.checkpoint, checkpoint_ns=checkpoint.checkpoint_ns, metadata=checkpoint.metadata,
+                writes=checkpoint.pending,
+            ),
             checkpoint.pending,
         )
         return {task.id: task.interrupts for task in tasks if task.interrupts and not task.finished}
@@ -282,7 +299,7 @@ def thread_latest(thread: Thread) -> dict[str, Any]:
         checkpoints_hydrate([row])
     return {
         "checkpoints": row.total,
-        "values": state_values(row.checkpoint) if root else {},
+        "values": graph_values(row.checkpoint) if root else {},
         "status": status_of(next_node_id=row.next_node_id, has_error=row.has_error, has_interrupt=row.has_interrupt)
         if root
         else "idle",
@@ -333,7 +350,7 @@ def threads_as_langgraph(threads: list[Thread]) -> list[dict[str, Any]]:
         out.append(
             thread_as_langgraph(
                 thread,
-                values=state_values(row.checkpoint) if row else {},
+                values=graph_values(row.checkpoint) if row else {},
                 status=thread.lg_status,
                 interrupts=pending_interrupts_by_task(row) if row else {},
                 checkpoints=thread.checkpoint_count,

@@ -6,7 +6,8 @@ writes without running the graph:
 
 - a PUSH task for each `Send` packet in the `__pregel_tasks` channel, in packet order;
 - a PULL task for each node whose trigger channel (`branch:to:<node>`, `__start__`
-  for the entry) holds a value newer than the version in `versions_seen[node]`;
+  for the entry: a StateGraph's `__start__` node, the functional API's entrypoint) holds a
+  value newer than the version in `versions_seen[node]`;
 - a task's id is LangGraph's: a hash of the checkpoint id, the task's namespace, the
   step, the node and the packet index or trigger channels (xxh3-128 for checkpoints
   of format 2 and later, a uuid5-style sha1 before), so ids match the ones in
@@ -46,6 +47,7 @@ from sessions_app.checkpoints.wire import (
 )
 
 START = "__start__"
+END = "__end__"
 BRANCH_PREFIX = "branch:to:"
 JOIN_PREFIX = "join:"
 # Keys of versions_seen that are not nodes: the input and the interrupts already raised.
@@ -117,22 +119,43 @@ def send_node(packet: Any) -> str | None:
     return node if isinstance(node, str) and node else None
 
 
-def _pull_candidates(versions: dict[str, Any]) -> list[str]:
+def _start_nodes(seen_by_node: dict[str, Any], writes: Any, versions: dict[str, Any]) -> list[str]:
+    """The nodes the `__start__` channel itself triggers. A StateGraph's entry is its `__start__`
+    node; the functional API's entrypoint is a node of its own name subscribed to `__start__`:
+    its versions_seen shows it once it has run (it saw `__start__`), and on a thread's first
+    step, before that, its writes' task path does (`~__pregel_pull, <node>`) when the step
+    has any."""
+    named = sorted(
+        node for node, seen in seen_by_node.items()
+        if node != START and node not in NOT_NODES and isinstance(seen, dict) and START in seen
+    )
+    if named or START in seen_by_node:
+        return named or [START]
+    branches = {channel[len(BRANCH_PREFIX):] for channel in versions if channel.startswith(BRANCH_PREFIX)}
+    from_writes = set()
+    for write in writes:
+        parts = str(getattr(write, "task_path", "")).split(", ")
+        if len(parts) == 2 and parts[0].lstrip("~") == PULL and parts[1] and parts[1] not in branches:
+            from_writes.add(parts[1])
+    return sorted(from_writes) or [START]
+
+
+def _pull_candidates(versions: dict[str, Any], start_nodes: list[str]) -> list[str]:
     names = set()
     for channel in versions:
         if channel == START:
-            names.add(START)
+            names.update(start_nodes)
         elif channel.startswith(BRANCH_PREFIX):
             names.add(channel[len(BRANCH_PREFIX):])
         elif channel.startswith(JOIN_PREFIX) and channel.count(":") >= 2:
             names.add(channel.rsplit(":", 1)[1])
     # LangGraph goes through the graph's nodes in their order, which starts with the entry.
-    return sorted(names, key=lambda name: (name != START, name))
+    return sorted(names, key=lambda name: (name not in start_nodes, name))
 
 
-def _triggers(name: str, versions: dict[str, Any]) -> list[str]:
+def _triggers(name: str, versions: dict[str, Any], start_nodes: list[str]) -> list[str]:
     """The node's trigger channels, as the compiled graph lists them (sorted, as LangGraph hashes them)."""
-    if name == START:
+    if name in start_nodes:
         return [START]
     joins = [channel for channel in versions if channel.startswith(JOIN_PREFIX) and channel.endswith(f":{name}")]
     return sorted([f"{BRANCH_PREFIX}{name}", *joins])
@@ -143,8 +166,10 @@ def _step(metadata: Any) -> int:
     return step + 1 if isinstance(step, int) and not isinstance(step, bool) else 0
 
 
-def graph_tasks(checkpoint: dict[str, Any], *, checkpoint_ns: str, metadata: Any) -> list[Task]:
-    """The tasks LangGraph prepares from a checkpoint (its next step): PUSH ones first, then PULL ones."""
+def graph_tasks(checkpoint: dict[str, Any], *, checkpoint_ns: str, metadata: Any, writes: Any = ()) -> list[Task]:
+    """The tasks LangGraph prepares from a checkpoint (its next step): PUSH ones first, then PULL
+    ones. `writes`, the checkpoint's pending writes, name the functional API's entrypoint on a
+    thread's first step (`_start_nodes`)."""
     values = checkpoint.get("channel_values") if isinstance(checkpoint.get("channel_values"), dict) else {}
     versions = checkpoint.get("channel_versions") if isinstance(checkpoint.get("channel_versions"), dict) else {}
     seen_by_node = checkpoint.get("versions_seen") if isinstance(checkpoint.get("versions_seen"), dict) else {}
@@ -160,8 +185,9 @@ def graph_tasks(checkpoint: dict[str, Any], *, checkpoint_ns: str, metadata: Any
         if node is not None:
             ident = task_id(checkpoint, ns_of(node), step, node, PUSH, str(index))
             tasks.append(Task(id=ident, name=node, path=[PUSH, index, False]))
-    for node in _pull_candidates(versions):
-        triggers = _triggers(node, versions)
+    start_nodes = _start_nodes(seen_by_node, writes, versions) if START in versions else []
+    for node in _pull_candidates(versions, start_nodes):
+        triggers = _triggers(node, versions, start_nodes)
         seen = seen_by_node.get(node)
         # A join channel's value is a blob here, so only plain triggers can be seen to fire.
         plain_triggers = [channel for channel in triggers if not channel.startswith(JOIN_PREFIX)]
@@ -176,6 +202,29 @@ def graph_tasks(checkpoint: dict[str, Any], *, checkpoint_ns: str, metadata: Any
             ident = task_id(checkpoint, ns_of(node), step, node, PULL, *triggers)
             tasks.append(Task(id=ident, name=node, path=[PULL, node]))
     return tasks
+
+
+def is_functional(checkpoint: dict[str, Any], writes: Any = ()) -> bool:
+    """Whether a LangGraph checkpoint is of the functional API's entrypoint rather than a
+    StateGraph: it has the `__end__` channel the entrypoint's output goes to, or its `__start__`
+    triggers a node of another name (`_start_nodes`, on a thread's first step)."""
+    versions = checkpoint.get("channel_versions") if isinstance(checkpoint.get("channel_versions"), dict) else {}
+    if END in versions:
+        return True
+    seen_by_node = checkpoint.get("versions_seen") if isinstance(checkpoint.get("versions_seen"), dict) else {}
+    return START in versions and _start_nodes(seen_by_node, writes, versions) != [START]
+
+
+def entry_output(checkpoint: dict[str, Any], tasks: list[Task], *, live: bool) -> Any:
+    """The functional API's state as LangGraph reads it: the entrypoint's output (the `__end__`
+    channel), None before it has one; live, a finished task's output counts."""
+    values = checkpoint.get("channel_values") if isinstance(checkpoint.get("channel_values"), dict) else {}
+    output = values.get(END)
+    if live:
+        for task in tasks:
+            if task.finished:
+                output = next((value for channel, value in task.output if channel == END), output)
+    return plain(output)
 
 
 def next_node_names(checkpoint: Any) -> list[str]:
@@ -214,11 +263,15 @@ def attach_writes(tasks: list[Task], writes) -> list[Task]:
 
 
 def task_result(task: Task) -> dict[str, Any] | Any | None:
-    """A finished task's result as LangGraph reports it: its writes to state keys (or its return value)."""
+    """A finished task's result as LangGraph reports it: its return value, or the functional API's
+    entrypoint's output (`__end__`), or else its writes to state keys."""
     if not task.finished:
         return None
     for channel, value in task.output:
         if channel == RETURN:
+            return plain(value)
+    for channel, value in task.output:
+        if channel == END:  # the functional API's entrypoint: its output is the `__end__` channel's value alone
             return plain(value)
     result: dict[str, Any] = {}
     for channel, value in task.output:

@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Send, interrupt
 from langgraph_sdk import get_sync_client
@@ -294,3 +295,49 @@ def test_a_failed_fan_out_reads_as_an_error_with_the_finished_tasks_results(sdk)
     by_id = remote.get_state({"configurable": {**config["configurable"], "checkpoint_id": state["checkpoint"]["checkpoint_id"]}})
     assert at["next"] == list(by_id.next) == ["work", "work", "work", "audit"]
     assert tasks_of_sdk(at, ids=True) == tasks_of_langgraph(by_id, ids=True)
+
+
+def reviewed_writer(saver):
+    """The functional API: an entrypoint whose task waits for a reviewer (`interrupt`)."""
+
+    @task
+    def draft(topic: str) -> str:
+        return f"a draft on {topic}"
+
+    @task
+    def review(text: str) -> str:
+        return interrupt({"draft": text, "question": "Publish?"})
+
+    @entrypoint(checkpointer=saver)
+    def writer(topic: str, *, previous: list | None = None):
+        text = draft(topic).result()
+        verdict = review(text).result()
+        return entrypoint.final(value=verdict, save=[*(previous or []), (topic, verdict)])
+
+    return writer
+
+
+def test_a_functional_api_entrypoint_waiting_for_a_reviewer_reads_as_langgraph(sdk):
+    """The entrypoint is a node triggered by `__start__` itself (no `__start__` node): on the
+    thread's first run, and on a later one."""
+    client, saver = sdk
+    remote, local, config = run_both(reviewed_writer, "heat pumps", "functional-review", saver)
+    for turn in range(2):
+        remote_state, local_state = remote.get_state(config), local.get_state(config)
+        assert local_state.next == ("writer",) and local_state.interrupts[0].value["question"] == "Publish?"
+        state = client.threads.get_state("functional-review")
+        assert_reads_as_langgraph(state, remote_state, local_state)
+        assert state["values"] == local_state.values == (None if turn == 0 else "yes")  # the last output
+        assert [s["values"] for s in client.threads.get_history("functional-review")] == [
+            s.values for s in local.get_state_history(config)
+        ]
+        assert client.threads.get("functional-review")["status"] == expected_status(local_state) == "interrupted"
+        assert [thread["thread_id"] for thread in client.threads.search(status="interrupted")] == ["functional-review"]
+        assert_history_reads_as_langgraph(client.threads.get_history("functional-review"), remote, local, config)
+        for graph in (remote, local):
+            graph.invoke(Command(resume="yes"), config)
+            if turn == 0:
+                graph.invoke("grid emissions", config)
+    assert client.threads.get_state("functional-review")["next"] == []
+    thread = client.threads.get("functional-review")
+    assert thread["status"] == "idle" and thread["values"] == "yes" == local.get_state(config).values
