@@ -6,6 +6,7 @@ routes are kept here, next to the views, so that the include is one line.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -52,8 +53,20 @@ def _fork_flags(user, thread, detail) -> dict:
     return {"can_fork": may_fork, "forkable": bool(detail) and is_langgraph_checkpoint(detail.checkpoint.checkpoint)}
 
 
+
+@dataclass(frozen=True)
+class ForkForm:
+    """What the fork form shows: empty, or a refused submission with its errors. (Not a dict: a
+    template's `fork.values` on a dict without the key is the dict's `values` method, shown.)"""
+
+    values: str = ""
+    as_node: str = ""
+    open: bool = False
+    value_errors: list[str] = field(default_factory=list)
+    other_errors: list[str] = field(default_factory=list)
+
 def _page(
-    request: HttpRequest, thread_id: str, *, selected: str | None, selected_ns: str, fork: dict | None = None, status: int = 200
+    request: HttpRequest, thread_id: str, *, selected: str | None, selected_ns: str, fork: ForkForm | None = None, status: int = 200
 ) -> HttpResponse:
     """The timeline page; `fork` holds a refused fork's form (values, as_node, errors) to show again."""
     checkpoint_ns = _namespace(request)
@@ -83,7 +96,7 @@ def _page(
         "all_namespaces": ALL_NAMESPACES,
         "can_release": policy.may_write(request.user, owner_id=timeline.thread.owner_id, action="checkpoint.release"),
         "compare": compare,
-        "fork": fork or {},
+        "fork": fork or ForkForm(),
         **_fork_flags(request.user, timeline.thread, detail),
         **comparison,
     }
@@ -99,7 +112,7 @@ def checkpoint_timeline(request: HttpRequest, thread_id: str) -> HttpResponse:
     if request.htmx and request.htmx.target == "checkpoint-detail" and selected:
         thread = thread_get_for_read(actor=request.user, thread_id=thread_id)
         detail = tl.checkpoint_detail_in(thread=thread, checkpoint_id=selected, checkpoint_ns=selected_ns)
-        context = {"thread": thread, "detail": detail, "fork": {}, **_fork_flags(request.user, thread, detail)}
+        context = {"thread": thread, "detail": detail, "fork": ForkForm(), **_fork_flags(request.user, thread, detail)}
         return render(request, f"{TEMPLATE}#checkpoint-detail", context)
     compare = request.GET.getlist("compare")
     if request.htmx and request.htmx.target == "checkpoint-detail" and len(compare) == 2:
@@ -131,14 +144,14 @@ def checkpoint_fork(request: HttpRequest, thread_id: str) -> HttpResponse:
         )
     except InvalidInput as exc:
         fields = exc.fields or {"values": [exc.message]}
-        fork = {
-            "values": values,
-            "as_node": as_node,
-            "open": True,
+        fork = ForkForm(
+            values=values,
+            as_node=as_node,
+            open=True,
             # Errors about the values (the object, or one of its keys) go under the editor.
-            "value_errors": [f"{name}: {msg}" for name, msgs in fields.items() if name.startswith("values") for msg in msgs],
-            "other_errors": [f"{name}: {msg}" for name, msgs in fields.items() if not name.startswith("values") for msg in msgs],
-        }
+            value_errors=[f"{name}: {msg}" for name, msgs in fields.items() if name.startswith("values") for msg in msgs],
+            other_errors=[f"{name}: {msg}" for name, msgs in fields.items() if not name.startswith("values") for msg in msgs],
+        )
         selected = checkpoint_id if cs.CHECKPOINT_ID_RE.fullmatch(checkpoint_id or "") else None
         return _page(request, thread_id, selected=selected, selected_ns=checkpoint_ns, fork=fork, status=400)
     new_id = result["checkpoint"]["checkpoint_id"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -167,6 +169,11 @@ def test_the_owner_forks_from_the_timeline_and_sees_the_branch(history, client, 
     login_client(client, alice)
     html = client.get(PAGE, {"checkpoint": "c1"}).content.decode()
     assert "Fork from here" in html and 'name="checkpoint" value="c1"' in html
+    # The editor starts empty (it showed the repr of a dict's `values` method), on the page and in the pane.
+    assert re.search(r'<textarea id="fork-values"[^>]*></textarea>', html)
+    pane = client.get(PAGE, {"checkpoint": "c1"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="checkpoint-detail")
+    assert re.search(r'<textarea id="fork-values"[^>]*></textarea>', pane.content.decode())
+    assert "dict_values" not in html + pane.content.decode()
     response = client.post(FORK, {"checkpoint": "c1", "cns": "", "values": '{"note": "checked"}', "as_node": ""})
     fork = newest()
     assert response.status_code == 302 and response["Location"] == f"{PAGE}?checkpoint={fork.checkpoint_id}&cns="
