@@ -16,21 +16,15 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.func import entrypoint, task
 from langgraph.graph import add_messages
 
-from memoryadmin.apikeys import apikey_create
 from sessions_app.checkpoints.models import Checkpoint
 
-from .test_langgraph_conversation import Recording, _api
+from .test_langgraph_conversation import _api
+from . import test_langgraph_odd_messages as odd
 from .test_langgraph_odd_messages import build, history
-from .test_saver_graph import live_saver
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-
-@pytest.fixture
-def recording(live_server, alice):
-    saver = live_saver(live_server.url, apikey_create(owner=alice).plaintext)
-    yield Recording(saver)
-    saver.close()
+recording = odd.recording  # the fixture: the saver against the live server, recording what it puts
 
 
 class Chat(TypedDict, total=False):
